@@ -1,0 +1,185 @@
+"""FCFS continuous batching with chunked prefill and preemption by recomputation.
+
+Each :meth:`Scheduler.schedule` call builds one batch under a token budget:
+
+1. **Running requests first**, in arrival order, each asking for the tokens it still
+   lacks (a decode asks for 1, an unfinished prefill for the rest of its prompt, cut to
+   the budget: that is chunked prefill). When the pool cannot fit one, the *last* running
+   request is preempted: its blocks are freed (tail first, so they stay cached until
+   evicted), its progress is reset to 0, and it goes to the *front* of the waiting queue.
+2. **Then waiting requests**, unless this step preempted someone (admitting newcomers
+   while evicting old ones would thrash). Each looks itself up in the prefix cache and
+   only its uncached tokens are scheduled.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from engine.errors import UnknownRequestError
+from engine.events import RequestArrived, RequestFinished, RequestPreempted, RequestScheduled, StepStarted, TokenGenerated
+from engine.kv_cache import KVCacheManager
+from engine.request import Request, RequestStatus
+
+
+@dataclass
+class ScheduledRequest:
+    """One request's share of a step: compute tokens ``[num_computed_tokens, +num_new_tokens)``."""
+
+    request: Request
+    num_new_tokens: int
+    num_computed_tokens: int  # tokens already in the KV cache before this step
+    block_ids: list[int]
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The tokens this step computes."""
+        return self.request.all_token_ids[self.num_computed_tokens : self.num_computed_tokens + self.num_new_tokens]
+
+    @property
+    def samples_token(self) -> bool:
+        """True when this chunk reaches the last known token, so its logits give the next token."""
+        return self.num_computed_tokens + self.num_new_tokens == self.request.num_tokens
+
+
+@dataclass
+class SchedulerOutput:
+    step: int
+    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+
+    @property
+    def num_batched_tokens(self) -> int:
+        return sum(s.num_new_tokens for s in self.scheduled)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled
+
+
+class Scheduler:
+    def __init__(
+        self,
+        kv_cache_manager: KVCacheManager,
+        max_num_batched_tokens: int = 2048,
+        max_num_seqs: int = 64,
+    ) -> None:
+        if max_num_batched_tokens < 1 or max_num_seqs < 1:
+            from engine.errors import ConfigError
+
+            raise ConfigError("max_num_batched_tokens and max_num_seqs must be at least 1.")
+        self.kv_cache_manager = kv_cache_manager
+        self.events = kv_cache_manager.events
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.max_num_seqs = max_num_seqs
+        self.requests: dict[str, Request] = {}
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.step_count = 0
+
+    # -- queue management ---------------------------------------------------------------------
+    def add_request(self, request: Request) -> None:
+        if request.request_id in self.requests:
+            raise ValueError(f"Request id {request.request_id!r} is already in use.")
+        self.requests[request.request_id] = request
+        self.waiting.append(request)
+        self.events.emit(RequestArrived(request.request_id, request.num_prompt_tokens, list(request.prompt_token_ids)))
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def _preempt(self, request: Request) -> None:
+        self.kv_cache_manager.free(request)
+        request.status = RequestStatus.PREEMPTED
+        request.num_computed_tokens = 0
+        request.num_preemptions += 1
+        self.waiting.appendleft(request)
+        self.events.emit(RequestPreempted(request.request_id))
+
+    # -- one step -----------------------------------------------------------------------------------
+    def schedule(self) -> SchedulerOutput:
+        self.step_count += 1
+        self.events.emit(StepStarted(self.step_count))
+        out = SchedulerOutput(step=self.step_count)
+        budget = self.max_num_batched_tokens
+        kv = self.kv_cache_manager
+
+        index = 0
+        while index < len(self.running) and budget > 0:
+            request = self.running[index]
+            num_new = min(request.num_tokens - request.num_computed_tokens, budget)
+            if num_new <= 0:
+                index += 1
+                continue
+            while kv.allocate_slots(request, num_new) is None:
+                victim = self.running.pop()
+                self._preempt(victim)
+                out.preempted.append(victim.request_id)
+                if victim is request:
+                    break
+            if request.status == RequestStatus.PREEMPTED:
+                break
+            out.scheduled.append(ScheduledRequest(request, num_new, request.num_computed_tokens, kv.get_block_ids(request.request_id)))
+            budget -= num_new
+            index += 1
+
+        while not out.preempted and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            request = self.waiting[0]
+            hit_blocks, num_hit_tokens = kv.get_computed_blocks(request)
+            num_new = min(request.num_tokens - num_hit_tokens, budget)
+            if kv.allocate_slots(request, num_new, num_hit_tokens, hit_blocks) is None:
+                break
+            self.waiting.popleft()
+            self.running.append(request)
+            request.status = RequestStatus.RUNNING
+            request.num_computed_tokens = num_hit_tokens
+            if request.num_cached_tokens < 0:
+                request.num_cached_tokens = num_hit_tokens
+            out.scheduled.append(ScheduledRequest(request, num_new, num_hit_tokens, kv.get_block_ids(request.request_id)))
+            budget -= num_new
+
+        for item in out.scheduled:
+            self.events.emit(RequestScheduled(item.request_id, item.num_new_tokens, item.num_computed_tokens))
+            item.request.num_computed_tokens += item.num_new_tokens
+        return out
+
+    def update_from_output(self, output: SchedulerOutput, sampled: dict[str, int], eos_token_ids: set[int] | None = None) -> list[Request]:
+        """Append each sampled token, finish requests that hit a stop condition. Returns the finished."""
+        finished: list[Request] = []
+        for item in output.scheduled:
+            request = item.request
+            if request.is_finished or request.request_id not in sampled:
+                continue
+            token = sampled[request.request_id]
+            request.append_output_token_ids(token)
+            self.events.emit(TokenGenerated(request.request_id, token))
+            params = request.sampling_params
+            if (not params.ignore_eos and eos_token_ids and token in eos_token_ids) or token in params.stop_token_ids:
+                self.finish_request(request.request_id, RequestStatus.FINISHED_STOPPED)
+            elif request.num_output_tokens >= params.max_tokens:
+                self.finish_request(request.request_id, RequestStatus.FINISHED_LENGTH)
+            if request.is_finished:
+                finished.append(request)
+        return finished
+
+    def finish_request(self, request_id: str, status: RequestStatus = RequestStatus.FINISHED_ABORTED) -> Request:
+        """Stop a request (stop condition met, or aborted) and free its blocks."""
+        request = self.requests.get(request_id)
+        if request is None:
+            raise UnknownRequestError(f"Unknown request {request_id!r}.")
+        if request.is_finished:
+            return request
+        if request in self.running:
+            self.running.remove(request)
+        elif request in self.waiting:
+            self.waiting.remove(request)
+        if request_id in self.kv_cache_manager.req_to_blocks:
+            self.kv_cache_manager.free(request)
+        request.status = status
+        self.events.emit(RequestFinished(request_id, status.value))
+        return request
