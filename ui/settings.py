@@ -12,6 +12,7 @@ import streamlit as st
 
 from engine.hashing import HASH_FUNCTIONS, resolve_seed
 from engine.kv_cache import FREE_POLICIES
+from ui.persist import copy_back, mirror
 
 POLICY_HELP = {
     "vllm": "vLLM ≥ 0.24: blocks without a hash go to the head of the free queue (reused first), hashed blocks to the tail.",
@@ -52,14 +53,14 @@ def render_sidebar() -> LabSettings:
     algos = [a for a in HASH_ALGOS if a in HASH_FUNCTIONS]
     with st.sidebar:
         st.markdown("### Engine settings")
-        st.number_input("Block size (tokens per block)", min_value=1, max_value=64, step=1, key="cfg_block_size",
+        st.number_input("Block size (tokens per block)", min_value=1, max_value=64, step=1, key=mirror("cfg_block_size"), on_change=copy_back("cfg_block_size"),
                         placeholder="from the scenario", help="Empty: use the scenario's own `block_size`.")
         st.number_input("Pool size (blocks, incl. null block 0)", min_value=2, max_value=256, step=1,
-                        key="cfg_num_blocks", placeholder="from the scenario",
+                        key=mirror("cfg_num_blocks"), on_change=copy_back("cfg_num_blocks"), placeholder="from the scenario",
                         help="Empty: use the scenario's own `blocks`. Block 0 is the null block, never used.")
-        st.radio("Free policy", list(FREE_POLICIES), key="cfg_policy", horizontal=True,
+        st.radio("Free policy", list(FREE_POLICIES), key=mirror("cfg_policy"), on_change=copy_back("cfg_policy"), horizontal=True,
                  help="\n\n".join(f"**{k}**: {v}" for k, v in POLICY_HELP.items()))
-        st.selectbox("Hash algorithm", algos, key="cfg_hash_algo")
+        st.selectbox("Hash algorithm", algos, key=mirror("cfg_hash_algo"), on_change=copy_back("cfg_hash_algo"))
         settings = current_settings()
         _seed, why = resolve_seed(settings.hash_algo, None)
         st.caption(f"Hash seed: {why}.")

@@ -7,13 +7,12 @@ kept per session, keyed by (scenario text, settings), so stepping never replays 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import streamlit as st
 
 from engine.kv_cache import FREE_POLICIES
 from engine.scenario_library import BUILTIN_SCENARIOS
 from ui.lab_logic import LabRuns, build_runs
+from ui.persist import copy_back, mirror  # noqa: F401  (re-exported for the pages)
 from ui.settings import HASH_ALGOS, LabSettings
 
 CUSTOM = "custom"
@@ -36,21 +35,6 @@ MAX_CACHED_RUNS = 4
 def init_lab_state() -> None:
     for key, value in LAB_DEFAULTS.items():
         st.session_state.setdefault(key, value)
-
-
-def mirror(name: str) -> str:
-    """Widget key for durable state ``name``: seeded from it on every render."""
-    st.session_state["_w_" + name] = st.session_state[name]
-    return "_w_" + name
-
-
-def copy_back(name: str) -> Callable[[], None]:
-    """on_change callback storing the widget's value in the durable key."""
-
-    def callback() -> None:
-        st.session_state[name] = st.session_state["_w_" + name]
-
-    return callback
 
 
 def scenario_text(source: str) -> str:
