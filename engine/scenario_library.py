@@ -1,0 +1,111 @@
+"""Built-in scenarios: small, hand-checked traces that each show one behaviour of the cache.
+
+Each is plain scenario text (see ``docs/scenarios.md``), so a teacher can copy one into the
+editor and change it. The first comment line is the title, the following ones the summary.
+"""
+
+from __future__ import annotations
+
+from engine.scenario import Scenario, parse_scenario
+
+DESIGN_DOC_EXAMPLE = """\
+# vLLM design-doc example (SPEC section 7)
+# Two requests share the prefix A..J. After both finish, r2 comes back for A..L plus 17 new
+# tokens. Compare the free queue under vllm and classic: vllm reuses hashless blocks first,
+# so block 4 (A..P) survives; classic evicts it.
+blocks 11
+block_size 4
+request r0: A B C D E F G H I J K L M N O | output=P Q R
+step      # r0 prefills A..O into blocks 1-4 (A-D, A-H, A-L cached) and decodes P
+step      # r0 computes P: block 4 is full, so A-P is cached; it decodes Q
+request r1: A B C D E F G H I J k l m n | output=o p
+step      # r0 computes Q in new block 5 and finishes; r1 hits 1, 2 and gets 6, 7
+step      # r1 decodes p and finishes
+request r2: A B C D E F G H I J K L a b c d e f g h i j q r s t u v w
+run       # r2 hits 1, 2, 3 and needs 5 new blocks
+"""
+
+SHARED_SYSTEM_PROMPT = """\
+# Shared system prompt
+# Four chats start with the same 8-token system prompt. The first computes it; every later
+# request hits its two blocks, and the ref counts show how many requests share them.
+blocks 17
+block_size 4
+request u1: You are a kind tutor . Be brief . What is a cache ? | output=a fast store
+step
+request u2: You are a kind tutor . Be brief . Explain hashing please | output=it maps keys
+request u3: You are a kind tutor . Be brief . Why use blocks ? | output=fixed size pages
+step
+request u4: You are a kind tutor . Be brief . What is LRU eviction ? | output=least recently used
+run
+"""
+
+DIVERGENCE = """\
+# Divergence in the middle
+# Two prompts agree on their first 9 tokens and differ from token 10 on. Only the blocks
+# before the first difference can hit: the block that holds the difference gets a new
+# hash, and because hashes are chained, so does every block after it, even where the
+# tokens agree again.
+blocks 13
+block_size 4
+request a: the cat sat on the mat and then it slept all day long | output=zzz
+run
+request b: the cat sat on the mat and then a dog slept all day long | output=woof
+run
+"""
+
+EVICTION_PRESSURE = """\
+# Eviction pressure with a small pool
+# Eight usable blocks and three documents of two blocks each that take turns. Watch the free
+# queue: freed blocks join the tail, new allocations pop the head, and a cached block is
+# evicted only when it reaches the head. doc1 comes back after doc2 and doc3: is it still
+# there?
+blocks 9
+block_size 4
+request q1: doc1 w1 w2 w3 w4 w5 w6 w7 ask one | output=x
+run
+request q2: doc2 v1 v2 v3 v4 v5 v6 v7 ask two | output=y
+run
+request q3: doc3 u1 u2 u3 u4 u5 u6 u7 ask three | output=z
+run
+request q4: doc1 w1 w2 w3 w4 w5 w6 w7 ask again | output=x
+run
+request q5: doc4 s1 s2 s3 s4 s5 s6 s7 s8 s9 s10 s11 s12 s13 s14 s15 | output=k
+run
+request q6: doc2 v1 v2 v3 v4 v5 v6 v7 ask two more | output=y
+run
+"""
+
+PREEMPTION = """\
+# Preemption
+# Two requests decode long answers in a pool that cannot hold both. When the first needs a
+# new block and none is free, the scheduler preempts the last running request: its blocks
+# are freed tail first (so they stay cached), and it waits at the front of the queue. When
+# it comes back it re-hits whatever of its blocks survived.
+blocks 7
+block_size 4
+request r0: one two three four five six seven eight | max_tokens=8
+request r1: uno dos tres cuatro cinco seis siete ocho | max_tokens=8
+run
+"""
+
+#: key -> scenario text, in the order the lab lists them.
+BUILTIN_SCENARIOS: dict[str, str] = {
+    "design-doc": DESIGN_DOC_EXAMPLE,
+    "shared-system-prompt": SHARED_SYSTEM_PROMPT,
+    "divergence": DIVERGENCE,
+    "eviction-pressure": EVICTION_PRESSURE,
+    "preemption": PREEMPTION,
+}
+
+
+def builtin_scenario(key: str) -> Scenario:
+    """Parse one built-in scenario by key (``KeyError`` lists the keys)."""
+    if key not in BUILTIN_SCENARIOS:
+        raise KeyError(f"No built-in scenario {key!r}; choose one of {list(BUILTIN_SCENARIOS)}.")
+    return parse_scenario(BUILTIN_SCENARIOS[key])
+
+
+def builtin_titles() -> dict[str, str]:
+    """key -> title, for a select box."""
+    return {key: parse_scenario(text).title for key, text in BUILTIN_SCENARIOS.items()}
