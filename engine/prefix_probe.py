@@ -237,3 +237,23 @@ def probe_prefix_cache(
 def _normalised(spec: RequestSpec) -> RequestSpec:
     """Blank salt / LoRA name mean "none", exactly as the engine was told."""
     return RequestSpec(spec.prompt, spec.cache_salt or None, spec.lora_name or None, spec.lora_path)
+
+
+def replace_token(prompt: str | list[int], position: int, new_token: str | int) -> str | list[int]:
+    """``prompt`` with the token at ``position`` replaced ("edit one token").
+
+    Words are split on whitespace, exactly as the simulator's tokenizer does.
+    """
+    tokens: list = prompt.split() if isinstance(prompt, str) else list(prompt)
+    if not 0 <= position < len(tokens):
+        raise InvalidRequestError(
+            f"Token position {position} is outside the prompt: it has {len(tokens)} tokens (0-{len(tokens) - 1})."
+        )
+    if isinstance(prompt, str):
+        word = str(new_token).strip()
+        if not word or len(word.split()) != 1:
+            raise InvalidRequestError("The new token must be exactly one word (no spaces).")
+        tokens[position] = word
+        return " ".join(tokens)
+    tokens[position] = new_token
+    return tokens
