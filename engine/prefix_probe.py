@@ -198,8 +198,11 @@ def probe_prefix_cache(
         )
     )
     one_token = SamplingParams(max_tokens=1)
-    for request_id, spec in ((CACHED_ID, cached), (PROBE_ID, probe)):
-        engine.tokenize(spec.prompt)  # validate both before running anything
+    for request_id, spec in ((CACHED_ID, cached), (PROBE_ID, probe)):  # validate both before running
+        try:
+            engine.tokenize(spec.prompt)
+        except InvalidRequestError as err:
+            raise InvalidRequestError(f"{request_id}: {err}") from None
     engine.add_request(
         cached.prompt, one_token, CACHED_ID,
         lora_name=cached.lora_name or None, lora_path=cached.lora_path, cache_salt=cached.cache_salt or None,
