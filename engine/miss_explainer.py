@@ -23,6 +23,10 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _span(first: int, last: int) -> str:
+    return f"token {first}" if first == last else f"tokens {first}-{last}"
+
+
 def _token(result: ProbeResult, which: str, position: int) -> str:
     trace = result.cached if which == "r1" else result.probe
     return repr(trace.tokens_text[position]) if position < trace.num_tokens else "(end of prompt)"
@@ -120,7 +124,7 @@ def explain(result: ProbeResult) -> MissExplanation:
     if n % bs:
         tail = n // bs
         reasons.append(
-            f"Block {tail} (tokens {tail * bs}-{n - 1}) is partial: it is never hashed, so it is never cached."
+            f"Block {tail} ({_span(tail * bs, n - 1)}) is partial: it is never hashed, so it is never cached."
         )
     reasons.append(f"r2 computes {_plural(n - hits * bs, 'token')} and reuses {hits * bs} from the cache.")
     return MissExplanation(headline, tuple(reasons))

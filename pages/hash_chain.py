@@ -40,6 +40,7 @@ def session_seed(algo: str) -> tuple[str, str]:
     return st.session_state[key]
 
 
+st.set_page_config(layout="wide")  # the figures need the width on a projector
 st.title("Hash chain")
 st.caption(
     "Every full block gets a hash of (parent hash, its tokens, extra keys). Because the parent is itself "
@@ -47,34 +48,32 @@ st.caption(
     "hash changes. r1 runs first and leaves its blocks in the hash table; r2 is then hashed and looked up."
 )
 
-c1, c2, c3 = st.columns([1, 1, 1])
+c1, c2, c3, c4 = st.columns(4)
 app_algo = st.session_state.get("hash_algo", "sha256")  # the app's sidebar setting, if any
 algo = c1.selectbox("Hash algorithm", ALGOS, index=ALGOS.index(app_algo) if app_algo in ALGOS else 0, key="hc_algo")
 seed_text = c2.text_input("Seed (blank = default)", key="hc_seed")
 block_size = int(c3.number_input("Block size", min_value=1, max_value=64, value=4, step=1, key="hc_block_size"))
-mode = st.radio("Prompt as", ["words", "token ids"], horizontal=True, key="hc_mode")
+mode = c4.radio("Prompt as", ["words", "token ids"], horizontal=True, key="hc_mode")
 
-prompt_text = st.text_area(
+p1, p2 = st.columns(2)
+prompt_text = p1.text_area(
     "r1: prompt" + (" (words, separated by spaces)" if mode == "words" else " (token ids)"),
     value=DEFAULT_PROMPT if mode == "words" else DEFAULT_IDS, key=f"hc_prompt_{mode}", height=80,
 )
-how = st.radio("r2 is", ["r1 with one token edited", "another prompt"], horizontal=True, key="hc_how")
-if how == "r1 with one token edited":
-    e1, e2 = st.columns(2)
-    edit_pos = int(e1.number_input("Edit token at position (from 0)", min_value=0, value=11, step=1, key="hc_edit_pos"))
-    edit_new = e2.text_input("New token", value="cat" if mode == "words" else "99", key=f"hc_edit_new_{mode}")
-else:
-    prompt2_text = st.text_area("r2: prompt", value=prompt_text, key=f"hc_prompt2_{mode}", height=80)
+with p2:
+    how = st.radio("r2 is", ["r1 with one token edited", "another prompt"], horizontal=True, key="hc_how")
+    if how == "r1 with one token edited":
+        e1, e2 = st.columns(2)
+        edit_pos = int(e1.number_input("Edit token at position (from 0)", min_value=0, value=11, step=1, key="hc_edit_pos"))
+        edit_new = e2.text_input("New token", value="cat" if mode == "words" else "99", key=f"hc_edit_new_{mode}")
+    else:
+        prompt2_text = st.text_area("r2: prompt", value=prompt_text, key=f"hc_prompt2_{mode}", height=80)
 
-k1, k2 = st.columns(2)
-with k1:
-    st.markdown("**r1 extra keys**")
-    r1_salt = st.text_input("r1 cache salt", key="hc_r1_salt")
-    r1_lora = st.text_input("r1 LoRA name", key="hc_r1_lora")
-with k2:
-    st.markdown("**r2 extra keys**")
-    r2_salt = st.text_input("r2 cache salt", key="hc_r2_salt")
-    r2_lora = st.text_input("r2 LoRA name", key="hc_r2_lora")
+k1, k2, k3, k4 = st.columns(4)
+r1_salt = k1.text_input("r1 cache salt", key="hc_r1_salt")
+r1_lora = k2.text_input("r1 LoRA name", key="hc_r1_lora")
+r2_salt = k3.text_input("r2 cache salt", key="hc_r2_salt")
+r2_lora = k4.text_input("r2 LoRA name", key="hc_r2_lora")
 
 if seed_text.strip():
     seed, seed_reason = seed_text.strip(), "given by you"
@@ -132,7 +131,7 @@ m3.metric("blocks r2 hits", result.num_hit_blocks)
 step = st.slider("Blocks of r2 hashed so far", 0, num_full, num_full, key=f"hc_step_{num_full}") if num_full else 0
 st.plotly_chart(
     hash_chain_figure(cached_blocks, probe_blocks, step=step, none_hash=result.none_hash),
-    key="hash_chain_figure", config={"displayModeBar": False},
+    key="hash_chain_figure", config={"displayModeBar": False}, theme=None,
 )
 
 if step:

@@ -78,6 +78,7 @@ if "wm_preset" not in st.session_state:
     st.session_state["wm_preset"] = next(iter(PRESETS))
     load_preset()
 
+st.set_page_config(layout="wide")  # the figures need the width on a projector
 st.title("Why did it miss?")
 st.caption(
     "r1 runs first and leaves its full blocks in the cache. Then r2 arrives and the engine looks it up. "
@@ -128,7 +129,7 @@ for trace, is_probe, title in (
             hover_hashes=[b.block_hash.hex() if b.block_hash else None for b in trace.blocks],
             marked_tokens={diff} if diff is not None else set(), title=title,
         ),
-        key=f"wm_tokens_{trace.request_id}", config={"displayModeBar": False},
+        key=f"wm_tokens_{trace.request_id}", config={"displayModeBar": False}, theme=None,
     )
 st.caption("Pink outline: the first token that differs between r1 and r2.")
 

@@ -257,8 +257,8 @@ def hash_chain_figure(
             ],
             sliders=[
                 dict(
-                    active=step, x=0.22, y=0, len=0.78, xanchor="left", yanchor="top", pad=dict(t=10),
-                    currentvalue=dict(prefix="blocks hashed: ", visible=True),
+                    active=step, x=0.2, y=0, len=0.8, xanchor="left", yanchor="top", pad=dict(t=10),
+                    currentvalue=dict(prefix="blocks of r2 hashed: ", visible=True, xanchor="right"),
                     steps=[dict(label=str(k), method="animate", args=[[str(k)], still]) for k in range(num_full + 1)],
                 )
             ],
