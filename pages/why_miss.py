@@ -69,7 +69,7 @@ def hash_table(result: ProbeResult) -> pd.DataFrame:
             "r2 hash": short(b.block_hash, 12) if b and b.block_hash else "never hashed",
             "r1 extra keys": str(a.extra_keys) if a else "",
             "r2 extra keys": str(b.extra_keys) if b else "",
-            "same hash": "" if first_diff is None or index < first_diff else "✗ first difference" if index == first_diff else "✗",
+            "same hash": "✓" if first_diff is None or index < first_diff else "✗ first difference" if index == first_diff else "✗",
         })
     return pd.DataFrame(rows)
 

@@ -43,7 +43,7 @@ def token_blocks_figure(
     hover_hashes: Sequence[str | None] | None = None,
     marked_tokens: Collection[int] = (),
     title: str | None = None,
-    tokens_per_row: int = 12,
+    tokens_per_row: int = 16,
 ) -> go.Figure:
     """Draw a request's tokens as blocks.
 
@@ -147,7 +147,7 @@ def token_blocks_figure(
     n_rows = num_blocks(n_blocks, blocks_per_row) if n_blocks else 1
     fig.update_layout(
         **base_layout(
-            title=dict(text=title) if title else None,
+            title=dict(text=title, x=0.01, xanchor="left") if title else None,
             shapes=shapes,
             showlegend=True,
             legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
