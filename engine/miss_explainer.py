@@ -96,7 +96,8 @@ def explain(result: ProbeResult) -> MissExplanation:
             "which is always recomputed to get the next token's logits"
         )
     elif lookup.stop_reason == "the partial tail block is never cached":
-        cause = f"every full block hit; the last {_plural(n % bs, 'token')} sit in a partial block, never cached"
+        tail = "the last token sits" if n % bs == 1 else f"the last {n % bs} tokens sit"
+        cause = f"every full block hit; {tail} in a partial block, which is never cached"
     elif lookup.stop_reason == "no full block to look up":
         cause = f"r2 has only {_plural(n, 'token')}, so no block can hit ((num_tokens - 1) // block_size = 0)"
     else:

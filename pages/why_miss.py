@@ -36,7 +36,7 @@ PRESETS: dict[str, tuple[str, str, str, str, str, str]] = {
     "Identical prompts (last-token rule)": (
         "a b c d e f g h i j k l", "", "", "a b c d e f g h i j k l", "", ""),
     "r2 continues r1's conversation": (
-        f"{SYSTEM} hi there", "", "", f"{SYSTEM} hi there assistant : hello ! user : tell me a joke", "", ""),
+        f"{SYSTEM} hi there !", "", "", f"{SYSTEM} hi there ! assistant : hello ! user : a joke please", "", ""),
 }
 FIELDS = ("wm_r1_prompt", "wm_r1_salt", "wm_r1_lora", "wm_r2_prompt", "wm_r2_salt", "wm_r2_lora")
 
