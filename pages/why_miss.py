@@ -1,0 +1,147 @@
+"""Why did it miss? Two requests, one verdict from the engine, and the rule that explains it.
+
+Thin page: widgets -> engine (r1 runs on a simulator, r2's lookup is the engine's own
+``get_computed_blocks``) -> explanation + figures.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# `streamlit run pages/why_miss.py` puts pages/ on sys.path, not the repo root.
+ROOT = str(Path(__file__).resolve().parents[1])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import pandas as pd  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from engine.errors import PrefixLabError  # noqa: E402
+from engine.miss_explainer import explain  # noqa: E402
+from engine.prefix_probe import ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache  # noqa: E402
+from viz.hash_chain import short  # noqa: E402
+from viz.theme import STATE_COLORS  # noqa: E402
+from viz.tokens import token_blocks_figure  # noqa: E402
+
+SYSTEM = "system : you are a helpful tutor . user :"
+#: name -> (r1 prompt, salt, LoRA, r2 prompt, salt, LoRA)
+PRESETS: dict[str, tuple[str, str, str, str, str, str]] = {
+    "One word differs": (
+        f"{SYSTEM} my dog ate my homework , help", "", "", f"{SYSTEM} my cat ate my homework , help", "", ""),
+    "Same prompt, another cache salt": (
+        f"{SYSTEM} explain prefix caching", "alice", "", f"{SYSTEM} explain prefix caching", "bob", ""),
+    "Same prompt, r2 uses a LoRA adapter": (
+        f"{SYSTEM} explain prefix caching", "", "", f"{SYSTEM} explain prefix caching", "", "sql-lora"),
+    "Identical prompts (last-token rule)": (
+        "a b c d e f g h i j k l", "", "", "a b c d e f g h i j k l", "", ""),
+    "r2 continues r1's conversation": (
+        f"{SYSTEM} hi there !", "", "", f"{SYSTEM} hi there ! assistant : hello ! user : a joke please", "", ""),
+}
+FIELDS = ("wm_r1_prompt", "wm_r1_salt", "wm_r1_lora", "wm_r2_prompt", "wm_r2_salt", "wm_r2_lora")
+
+
+def load_preset() -> None:
+    """Copy the chosen preset into the request fields (the fields stay editable)."""
+    for key, value in zip(FIELDS, PRESETS[st.session_state["wm_preset"]]):
+        st.session_state[key] = value
+
+
+def block_states(trace: RequestTrace, is_probe: bool) -> list[str]:
+    """hit / computed / partial per block: hits are the engine's, r1 computed all of its blocks."""
+    return [
+        "partial" if not b.is_full else "hit" if is_probe and b.hit_block_id is not None else "computed"
+        for b in trace.blocks
+    ]
+
+
+def hash_table(result: ProbeResult) -> pd.DataFrame:
+    rows = []
+    first_diff = result.first_diff_block
+    for index in range(max(len(result.cached.blocks), len(result.probe.blocks))):
+        a = result.cached.blocks[index] if index < len(result.cached.blocks) else None
+        b = result.probe.blocks[index] if index < len(result.probe.blocks) else None
+        rows.append({
+            "block": index,
+            "r1 tokens": " ".join(a.tokens_text) if a else "",
+            "r2 tokens": " ".join(b.tokens_text) if b else "",
+            "r1 hash": short(a.block_hash, 12) if a and a.block_hash else "never hashed",
+            "r2 hash": short(b.block_hash, 12) if b and b.block_hash else "never hashed",
+            "r1 extra keys": str(a.extra_keys) if a else "",
+            "r2 extra keys": str(b.extra_keys) if b else "",
+            "same hash": "✓" if first_diff is None or index < first_diff else "✗ first difference" if index == first_diff else "✗",
+        })
+    return pd.DataFrame(rows)
+
+
+if "wm_preset" not in st.session_state:
+    st.session_state["wm_preset"] = next(iter(PRESETS))
+    load_preset()
+
+st.set_page_config(layout="wide")  # the figures need the width on a projector
+st.title("Why did it miss?")
+st.caption(
+    "r1 runs first and leaves its full blocks in the cache. Then r2 arrives and the engine looks it up. "
+    "Positions count from 0; block i holds tokens i×block_size to (i+1)×block_size − 1."
+)
+top1, top2, top3 = st.columns([2, 1, 1])
+top1.selectbox("Example", list(PRESETS), key="wm_preset", on_change=load_preset)
+block_size = int(top2.number_input("Block size", min_value=1, max_value=64, value=4, step=1, key="wm_block_size"))
+algo = top3.selectbox("Hash algorithm", ["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"], key="wm_algo")
+
+left, right = st.columns(2)
+with left:
+    st.markdown("**r1** (cached)")
+    st.text_area("r1 prompt (words)", key="wm_r1_prompt", height=90)
+    st.text_input("r1 cache salt", key="wm_r1_salt")
+    st.text_input("r1 LoRA name", key="wm_r1_lora")
+with right:
+    st.markdown("**r2** (looked up)")
+    st.text_area("r2 prompt (words)", key="wm_r2_prompt", height=90)
+    st.text_input("r2 cache salt", key="wm_r2_salt")
+    st.text_input("r2 LoRA name", key="wm_r2_lora")
+
+state = st.session_state
+try:
+    result = probe_prefix_cache(
+        RequestSpec(state["wm_r1_prompt"], state["wm_r1_salt"], state["wm_r1_lora"]),
+        RequestSpec(state["wm_r2_prompt"], state["wm_r2_salt"], state["wm_r2_lora"]),
+        block_size=block_size, hash_algo=algo,
+    )
+except PrefixLabError as err:
+    st.error(str(err))
+    st.stop()
+
+explanation = explain(result)
+verdict = st.success if result.num_hit_blocks else st.warning
+verdict(f"**{explanation.headline}**")
+st.markdown("\n".join(f"- {reason}" for reason in explanation.reasons))
+
+diff = result.first_diff_token
+for trace, is_probe, title in (
+    (result.cached, False, "r1: ran first, its full blocks are now in the hash table"),
+    (result.probe, True, "r2: hits come from the engine's lookup"),
+):
+    st.plotly_chart(
+        token_blocks_figure(
+            trace.tokens_text, block_size, block_states(trace, is_probe),
+            [short(b.block_hash) if b.is_full else None for b in trace.blocks],
+            hover_hashes=[b.block_hash.hex() if b.block_hash else None for b in trace.blocks],
+            marked_tokens={diff} if diff is not None else set(), title=title,
+        ),
+        key=f"wm_tokens_{trace.request_id}", config={"displayModeBar": False}, theme=None,
+    )
+st.caption("Pink outline: the first token that differs between r1 and r2.")
+
+st.subheader("Block hashes side by side")
+table = hash_table(result)
+first = result.first_diff_block
+highlight = STATE_COLORS["highlight"] + "33"  # translucent
+st.dataframe(
+    table.style.apply(
+        lambda row: [f"background-color: {highlight}" if row["block"] == first else ""] * len(row), axis=1
+    ),
+    hide_index=True,
+)
+if algo.startswith("xxhash"):
+    st.caption("xxhash uses a random seed per process, so these hashes change on every run; the verdict does not.")

@@ -1,0 +1,107 @@
+"""Regenerate docs/screenshots/<page>.png: every page of the app, in chromium at 1280x800.
+
+    python scripts/screenshots.py                      # app.py, every page in its navigation
+    python scripts/screenshots.py --script pages/why_miss.py --full-height
+
+Without app.py (early in the project) it shoots each ``pages/*.py`` file on its own.
+Fails loudly if a page shows a Streamlit exception, so a screenshot is never of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.e2e.harness import (  # noqa: E402
+    VIEWPORT,
+    exception_texts,
+    launch_chromium,
+    nav_pages,
+    open_page,
+    start_streamlit,
+)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "home"
+
+
+def page_name(label: str, href: str) -> str:
+    """The URL path of a page (``/why_miss`` -> ``why_miss``), or its label for the default page."""
+    path = urlparse(href).path.strip("/")
+    return slug(path.split("/")[-1]) if path else slug(label)
+
+
+def shoot(page, out: Path, full_height: bool) -> None:  # type: ignore[no-untyped-def]
+    if full_height:  # Streamlit scrolls inside its main block: grow the window to fit instead
+        height = page.evaluate(
+            "() => Math.max(...[...document.querySelectorAll('[data-testid=stMain], [data-testid=stAppScrollToBottomContainer]')]"
+            ".map(e => e.scrollHeight), document.body.scrollHeight)"
+        )
+        page.set_viewport_size({"width": VIEWPORT["width"], "height": max(VIEWPORT["height"], int(height) + 40)})
+        page.wait_for_timeout(800)
+    page.screenshot(path=str(out))
+    page.set_viewport_size(VIEWPORT)
+
+
+def targets(script: str | None) -> list[str]:
+    if script:
+        return [script]
+    if (ROOT / "app.py").exists():
+        return ["app.py"]
+    return [str(p.relative_to(ROOT)) for p in sorted((ROOT / "pages").glob("*.py")) if not p.name.startswith("_")]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--script", help="streamlit script to run (default: app.py, else each pages/*.py)")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="output folder")
+    parser.add_argument("--full-height", action="store_true", help="capture the whole page, not just 1280x800")
+    args = parser.parse_args()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    from playwright.sync_api import sync_playwright
+
+    written: list[Path] = []
+    failures: list[str] = []
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        for script in targets(args.script):
+            server = start_streamlit(script)
+            try:
+                page = browser.new_page(viewport=VIEWPORT)
+                errors: list[str] = []
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                open_page(page, server.url)
+                pages = nav_pages(page) if script == "app.py" else []
+                if not pages:  # a single page script, or an app without navigation
+                    pages = [(Path(script).stem, server.url)]
+                for label, href in pages:
+                    url = href if href.startswith("http") else server.url + "/" + href.lstrip("/")
+                    open_page(page, url)
+                    out = out_dir / f"{page_name(label, href) if script == 'app.py' else Path(script).stem}.png"
+                    shoot(page, out, args.full_height)
+                    written.append(out)
+                    if exception_texts(page) or errors:
+                        failures.append(f"{url}: {exception_texts(page) or errors}")
+                page.close()
+            finally:
+                server.stop()
+        browser.close()
+    for path in written:
+        print(path)
+    for failure in failures:
+        print("ERROR", failure, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,117 @@
+"""The Hash chain page in AppTest: drive its widgets, read its text and figure JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from viz.theme import STATE_COLORS
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = str(ROOT / "pages" / "hash_chain.py")
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not app.exception, app.exception
+    return app
+
+
+def figure(at: AppTest) -> dict:
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    return json.loads(charts[0].proto.spec)
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def r2_hashes(at: AppTest) -> list[str]:
+    return [t.split("#")[1][:8] for t in figure(at)["data"][1]["text"] if "#" in t]
+
+
+def test_default_edit_changes_every_later_hash(at: AppTest) -> None:
+    assert at.title[0].value == "Hash chain"
+    assert metrics(at) == {"r2 blocks hashed": "5", "hashes that differ from r1": "3", "blocks r2 hits": "2"}
+    fig = figure(at)
+    assert len(fig["frames"]) == 6
+    lines = fig["data"][1]["marker"]["line"]["color"]
+    assert [c == STATE_COLORS["highlight"] for c in lines] == [False, False, True, True, True, False]
+    assert "vllm-none-hash" in at.info[0].value and "fixed default for sha256" in at.info[0].value
+    assert any("from block 2 on (3 of 5)" in m.value for m in at.markdown)
+    assert any("partial block is never hashed" in m.value for m in at.markdown)
+
+
+def test_editing_an_earlier_token_changes_more_hashes(at: AppTest) -> None:
+    at.number_input(key="hc_edit_pos").set_value(1).run()
+    assert metrics(at)["hashes that differ from r1"] == "5"
+    assert metrics(at)["blocks r2 hits"] == "0"
+    at.text_input(key="hc_edit_new_words").set_value(":").run()  # the same token again: nothing changes
+    assert metrics(at)["hashes that differ from r1"] == "0"
+
+
+def test_algorithm_and_seed(at: AppTest) -> None:
+    sha = r2_hashes(at)
+    at.selectbox(key="hc_algo").set_value("xxhash").run()
+    assert "random per process" in at.info[0].value
+    xx = r2_hashes(at)
+    assert xx != sha and len(xx) == 5
+    at.run()  # a rerun keeps this session's random seed: the picture stays put
+    assert r2_hashes(at) == xx
+    at.text_input(key="hc_seed").set_value("42").run()
+    assert "given by you" in at.info[0].value and r2_hashes(at) != xx
+    at.selectbox(key="hc_algo").set_value("sha256_cbor").run()
+    assert not at.exception and r2_hashes(at) not in (sha, xx)
+
+
+def test_salt_changes_only_block_zeros_extra_keys_but_every_hash(at: AppTest) -> None:
+    at.text_input(key="hc_r2_salt").set_value("alice").run()
+    assert metrics(at)["hashes that differ from r1"] == "5"
+    texts = figure(at)["data"][1]["text"]
+    assert "salt alice" in texts[0] and not any("salt" in t for t in texts[1:])
+    assert any("block 0 only" in m.value for m in at.markdown)
+
+
+def test_lora_is_on_every_block(at: AppTest) -> None:
+    at.text_input(key="hc_r2_lora").set_value("sql").run()
+    texts = figure(at)["data"][1]["text"]
+    assert all("lora sql" in t for t in texts[:5])
+    assert any("every block" in m.value for m in at.markdown)
+
+
+def test_block_size(at: AppTest) -> None:
+    at.number_input(key="hc_block_size").set_value(8).run()
+    assert metrics(at)["r2 blocks hashed"] == "2" and metrics(at)["blocks r2 hits"] == "1"
+    assert len(figure(at)["frames"]) == 3
+
+
+def test_step_slider_picks_the_frame_shown(at: AppTest) -> None:
+    at.slider[0].set_value(0).run()
+    fig = figure(at)
+    assert fig["layout"]["sliders"][0]["active"] == 0
+    assert "Press ▶" in fig["data"][4]["text"][0]
+    assert set(fig["data"][1]["marker"]["color"][:5]) == {"white"}
+
+
+def test_token_ids_mode_and_bad_ids(at: AppTest) -> None:
+    at.radio(key="hc_mode").set_value("token ids").run()
+    assert not at.exception and not at.error and metrics(at)["r2 blocks hashed"] == "3"
+    at.text_area(key="hc_prompt_token ids").set_value("1 2 x 4").run()
+    assert not at.exception
+    assert "r1: Token 2 is 'x'" in at.error[0].value
+
+
+def test_out_of_range_edit_is_a_message_not_a_traceback(at: AppTest) -> None:
+    at.number_input(key="hc_edit_pos").set_value(500).run()
+    assert not at.exception and "outside the prompt" in at.error[0].value
+
+
+def test_another_prompt(at: AppTest) -> None:
+    at.radio(key="hc_how").set_value("another prompt").run()
+    at.text_area(key="hc_prompt2_words").set_value("system : you are a helpful tutor .").run()
+    assert metrics(at)["blocks r2 hits"] == "1"  # 8 tokens: the last-token rule leaves block 1 out

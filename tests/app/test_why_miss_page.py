@@ -1,0 +1,88 @@
+"""The "Why did it miss?" page in AppTest: presets, edits, verdict text and figure JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from viz.theme import STATE_COLORS
+
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "why_miss.py")
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not app.exception, app.exception
+    return app
+
+
+def headline(at: AppTest) -> str:
+    shown = [s.value for s in at.success] + [w.value for w in at.warning]
+    assert len(shown) == 1, shown
+    return shown[0]
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def cell_colors(fig: dict, n_tokens: int) -> list[str]:
+    return [shape["fillcolor"] for shape in fig["layout"]["shapes"][:n_tokens]]
+
+
+def test_default_example(at: AppTest) -> None:
+    assert headline(at) == "**r2 would hit 2 blocks (8 of its 17 tokens): block 2 differs at token 11 ('dog' vs 'cat').**"
+    reasons = at.markdown[-1].value if "Last-token rule" in at.markdown[-1].value else next(
+        m.value for m in at.markdown if "Last-token rule" in m.value)
+    assert "(17 - 1) // 4 = 4 blocks" in reasons and "Block 4 (token 16) is partial" in reasons
+    r1, r2 = figures(at)
+    assert cell_colors(r2, 17) == [STATE_COLORS["hit"]] * 8 + [STATE_COLORS["computed"]] * 8 + [STATE_COLORS["partial"]]
+    assert STATE_COLORS["hit"] not in cell_colors(r1, 17)
+    marked = [s for s in r2["layout"]["shapes"][:17] if s["line"]["color"] == STATE_COLORS["highlight"]]
+    assert len(marked) == 1  # the first differing token, 'cat'
+    labels = r2["data"][1]["text"]
+    assert labels[4] == "<b>block 4</b> · never hashed"
+    table = at.dataframe[0].value
+    assert list(table["same hash"]) == ["✓", "✓", "✗ first difference", "✗", "✗"]
+    assert table["r1 hash"][0] == table["r2 hash"][0] and table["r1 hash"][2] != table["r2 hash"][2]
+
+
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [
+        ("Same prompt, another cache salt", "the cache salt differs ('alice' vs 'bob')"),
+        ("Same prompt, r2 uses a LoRA adapter", "the LoRA adapter differs (none vs 'sql-lora')"),
+        ("Identical prompts (last-token rule)", "which is always recomputed"),
+        ("r2 continues r1's conversation", "block 3 was partial in r1"),
+    ],
+)
+def test_presets(at: AppTest, preset: str, expected: str) -> None:
+    at.selectbox(key="wm_preset").set_value(preset).run()
+    assert not at.exception and expected in headline(at)
+
+
+def test_salt_differences_show_in_the_extra_keys_column(at: AppTest) -> None:
+    at.text_input(key="wm_r2_salt").set_value("bob").run()
+    assert "hit 0 blocks" in headline(at)
+    table = at.dataframe[0].value
+    assert table["r2 extra keys"][0] == "(('cache_salt', 'bob'),)" and table["r2 extra keys"][1] == "None"
+    assert list(table["same hash"])[0] == "✗ first difference"
+
+
+def test_editing_a_prompt_and_the_block_size(at: AppTest) -> None:
+    at.text_area(key="wm_r2_prompt").set_value(at.text_area(key="wm_r1_prompt").value).run()
+    # Identical 17-token prompts: all 4 full blocks hit, token 16 sits alone in a partial block.
+    assert "hit 4 blocks" in headline(at) and "the last token sits in a partial block" in headline(at)
+    at.number_input(key="wm_block_size").set_value(1).run()
+    assert "r2 would hit 16 blocks" in headline(at)  # (17 - 1) // 1: the last token is recomputed
+    assert "always recomputed" in headline(at)
+
+
+def test_bad_input_is_a_message(at: AppTest) -> None:
+    at.text_area(key="wm_r2_prompt").set_value("  ").run()
+    assert not at.exception
+    assert at.error[0].value == "r2: The prompt is empty: type some text."

@@ -1,0 +1,160 @@
+"""Tokens laid out as KV blocks: the picture of "which part of my prompt was reused".
+
+Reusable by any page (Why did it miss?, Playground): give it the token texts, the block
+size and one state per block, and it draws the tokens in rows of blocks, coloured by state
+(``hit`` / ``computed`` / ``partial``, from :mod:`viz.theme`), with a short hash above each
+block. It knows nothing about the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import plotly.graph_objects as go
+
+from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
+
+#: The states a block of a request can be in, in legend order.
+BLOCK_STATES = ("hit", "computed", "partial")
+
+CELL_GAP = 0.08  # white space between tokens of one block (fraction of a cell)
+BLOCK_GAP = 0.45  # space between blocks, in cells
+ROW_HEIGHT = 1.9  # one row of blocks: label + cells + space
+MAX_TOKEN_CHARS = 8
+
+_TEXT_ON = {"hit": "white", "computed": "white", "partial": "#212121"}
+
+
+def _clip(text: str, limit: int = MAX_TOKEN_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def num_blocks(num_tokens: int, block_size: int) -> int:
+    """Blocks needed for ``num_tokens`` tokens (the last one may be partial)."""
+    return -(-num_tokens // block_size)
+
+
+def token_blocks_figure(
+    tokens_text: Sequence[str],
+    block_size: int,
+    states: Sequence[str],
+    hash_labels: Sequence[str | None] | None = None,
+    *,
+    hover_hashes: Sequence[str | None] | None = None,
+    marked_tokens: Collection[int] = (),
+    title: str | None = None,
+    tokens_per_row: int = 16,
+) -> go.Figure:
+    """Draw a request's tokens as blocks.
+
+    Args:
+        tokens_text: the text of each token, in order (words, or ids as strings).
+        block_size: tokens per block; block ``i`` holds tokens ``[i*bs, (i+1)*bs)``.
+        states: one of ``"hit"``, ``"computed"``, ``"partial"`` per block.
+        hash_labels: a short label per block, drawn above it (``None``: "never hashed").
+        hover_hashes: the full hash per block, shown on hover.
+        marked_tokens: token positions to outline (e.g. the first token that differs).
+        title: figure title.
+        tokens_per_row: wrap after this many tokens (whole blocks per row, at least one).
+
+    Raises ``ValueError`` when ``states`` does not have one entry per block.
+    """
+    if block_size < 1:
+        raise ValueError(f"block_size must be at least 1, got {block_size}.")
+    n_blocks = num_blocks(len(tokens_text), block_size)
+    if len(states) != n_blocks:
+        raise ValueError(f"Expected one state per block ({n_blocks}), got {len(states)}.")
+    unknown = sorted(set(states) - set(BLOCK_STATES))
+    if unknown:
+        raise ValueError(f"Unknown block state(s) {unknown}; use {list(BLOCK_STATES)}.")
+    labels = list(hash_labels) if hash_labels is not None else [None] * n_blocks
+    hovers = list(hover_hashes) if hover_hashes is not None else labels
+
+    blocks_per_row = max(1, tokens_per_row // block_size)
+    row_width = blocks_per_row * block_size + (blocks_per_row - 1) * BLOCK_GAP
+
+    def cell_x(position: int) -> float:
+        block = position // block_size
+        return (block % blocks_per_row) * (block_size + BLOCK_GAP) + position % block_size
+
+    def row_y(block: int) -> float:
+        return -(block // blocks_per_row) * ROW_HEIGHT
+
+    shapes: list[dict] = []
+    for position in range(len(tokens_text)):
+        block = position // block_size
+        x, y = cell_x(position), row_y(block)
+        marked = position in marked_tokens
+        shapes.append(
+            dict(
+                type="rect", layer="below", x0=x + CELL_GAP / 2, x1=x + 1 - CELL_GAP / 2, y0=y - 0.5, y1=y + 0.5,
+                fillcolor=STATE_COLORS[states[block]],
+                line=dict(color=STATE_COLORS["highlight"] if marked else STATE_COLORS[states[block]],
+                          width=4 if marked else 1),
+            )
+        )
+    for block in range(n_blocks):
+        x0 = cell_x(block * block_size)
+        last = min(len(tokens_text), (block + 1) * block_size) - 1
+        shapes.append(
+            dict(type="rect", layer="below", x0=x0 - 0.04, x1=cell_x(last) + 1.04, y0=row_y(block) - 0.56,
+                 y1=row_y(block) + 0.56, line=dict(color="#212121", width=2,
+                 dash="dot" if states[block] == "partial" else "solid"), fillcolor="rgba(0,0,0,0)")
+        )
+
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            name="tokens",
+            x=[cell_x(p) + 0.5 for p in range(len(tokens_text))],
+            y=[row_y(p // block_size) for p in range(len(tokens_text))],
+            mode="text",
+            text=[_clip(t) for t in tokens_text],
+            textfont=dict(color=[_TEXT_ON[states[p // block_size]] for p in range(len(tokens_text))]),
+            hovertext=[f"token {p}: {t!r} (block {p // block_size})" for p, t in enumerate(tokens_text)],
+            hoverinfo="text",
+            showlegend=False,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            name="block labels",
+            x=[cell_x(b * block_size) for b in range(n_blocks)],
+            y=[row_y(b) + 0.82 for b in range(n_blocks)],
+            mode="text",
+            textposition="middle right",
+            text=[
+                f"<b>block {b}</b> · {labels[b]}" if labels[b] else f"<b>block {b}</b> · never hashed"
+                for b in range(n_blocks)
+            ],
+            hovertext=[
+                f"block {b}: tokens {b * block_size}-{min(len(tokens_text), (b + 1) * block_size) - 1}<br>"
+                + (f"hash {hovers[b]}" if hovers[b] else "partial: never hashed, never cached")
+                for b in range(n_blocks)
+            ],
+            hoverinfo="text",
+            showlegend=False,
+        )
+    )
+    for state in BLOCK_STATES:  # legend entries, in a fixed order on every figure
+        fig.add_trace(
+            go.Scatter(
+                name=STATE_LABELS[state], x=[None], y=[None], mode="markers",
+                marker=dict(symbol="square", size=16, color=STATE_COLORS[state]),
+                showlegend=True, hoverinfo="skip",
+            )
+        )
+    n_rows = num_blocks(n_blocks, blocks_per_row) if n_blocks else 1
+    fig.update_layout(
+        **base_layout(
+            title=dict(text=title, x=0.01, xanchor="left") if title else None,
+            shapes=shapes,
+            showlegend=True,
+            legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
+            height=110 + 95 * n_rows,
+            margin=dict(l=10, r=10, t=70 if title else 40, b=10),
+        )
+    )
+    fig.update_xaxes(visible=False, range=[-0.2, row_width + 0.2], fixedrange=True)
+    fig.update_yaxes(visible=False, range=[-(n_rows - 1) * ROW_HEIGHT - 0.7, 1.15], fixedrange=True)
+    return fig
