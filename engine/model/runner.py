@@ -18,7 +18,7 @@ from engine.model.attention import AttentionMetadata
 from engine.model.gpt2 import GPT2Forward
 from engine.model.kv_tensors import PagedKVCache
 from engine.model.llama import LlamaForward
-from engine.model.loader import Progress, load_model
+from engine.model.loader import LoadedModel, Progress, load_model
 from engine.model.sampler import Sampler
 from engine.model.tokenizer import TextTokenizer
 from engine.scheduler import SchedulerOutput
@@ -62,11 +62,20 @@ def context_length(config: Any) -> int:
 
 
 class ModelBackend:
-    def __init__(self, config: EngineConfig, progress: Progress | None = None) -> None:
+    """Pass ``loaded`` to share weights already in memory (e.g. one model per app server, one
+    engine and KV pool per browser session); otherwise ``config.model`` is loaded here.
+    A shared model is only read, never written: each backend has its own KV cache and sampler.
+    """
+
+    def __init__(self, config: EngineConfig, progress: Progress | None = None, *, loaded: LoadedModel | None = None) -> None:
         self.config = config
         self.device = pick_device(config.device)
         self.dtype = pick_dtype(config.dtype, self.device)
-        loaded = load_model(config.model, self.dtype, self.device, progress)
+        if loaded is None:
+            loaded = load_model(config.model, self.dtype, self.device, progress)
+        else:
+            self.device = next(loaded.hf_model.parameters()).device  # the weights decide, not the config
+            self.dtype = next(loaded.hf_model.parameters()).dtype
         self.hf_model = loaded.hf_model  # kept for its weights (and as the tests' oracle)
         self.tokenizer = None if loaded.tokenizer is None else TextTokenizer(loaded.tokenizer)
         self.eos_token_ids = loaded.eos_token_ids
