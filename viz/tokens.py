@@ -44,6 +44,8 @@ def token_blocks_figure(
     marked_tokens: Collection[int] = (),
     title: str | None = None,
     tokens_per_row: int = 16,
+    physical_ids: Sequence[int | None] | None = None,
+    max_token_chars: int = MAX_TOKEN_CHARS,
 ) -> go.Figure:
     """Draw a request's tokens as blocks.
 
@@ -56,6 +58,9 @@ def token_blocks_figure(
         marked_tokens: token positions to outline (e.g. the first token that differs).
         title: figure title.
         tokens_per_row: wrap after this many tokens (whole blocks per row, at least one).
+        physical_ids: the physical KV block backing each logical block (``None``: no slot yet),
+            drawn as ``block 2 → #17``; the Playground passes them, the hash pages do not.
+        max_token_chars: clip token texts to this many characters (narrow cells need fewer).
 
     Raises ``ValueError`` when ``states`` does not have one entry per block.
     """
@@ -68,6 +73,10 @@ def token_blocks_figure(
     if unknown:
         raise ValueError(f"Unknown block state(s) {unknown}; use {list(BLOCK_STATES)}.")
     labels = list(hash_labels) if hash_labels is not None else [None] * n_blocks
+    physical = list(physical_ids) if physical_ids is not None else [None] * n_blocks
+
+    def block_name(b: int) -> str:
+        return f"<b>block {b}</b> → #{physical[b]}" if physical[b] is not None else f"<b>block {b}</b>"
     hovers = list(hover_hashes) if hover_hashes is not None else labels
 
     blocks_per_row = max(1, tokens_per_row // block_size)
@@ -109,7 +118,7 @@ def token_blocks_figure(
             x=[cell_x(p) + 0.5 for p in range(len(tokens_text))],
             y=[row_y(p // block_size) for p in range(len(tokens_text))],
             mode="text",
-            text=[_clip(t) for t in tokens_text],
+            text=[_clip(t, max_token_chars) for t in tokens_text],
             textfont=dict(color=[_TEXT_ON[states[p // block_size]] for p in range(len(tokens_text))]),
             hovertext=[f"token {p}: {t!r} (block {p // block_size})" for p, t in enumerate(tokens_text)],
             hoverinfo="text",
@@ -124,11 +133,12 @@ def token_blocks_figure(
             mode="text",
             textposition="middle right",
             text=[
-                f"<b>block {b}</b> · {labels[b]}" if labels[b] else f"<b>block {b}</b> · never hashed"
+                f"{block_name(b)} · {labels[b]}" if labels[b] else f"{block_name(b)} · never hashed"
                 for b in range(n_blocks)
             ],
             hovertext=[
                 f"block {b}: tokens {b * block_size}-{min(len(tokens_text), (b + 1) * block_size) - 1}<br>"
+                + (f"physical KV block #{physical[b]}<br>" if physical[b] is not None else "")
                 + (f"hash {hovers[b]}" if hovers[b] else "partial: never hashed, never cached")
                 for b in range(n_blocks)
             ],

@@ -1,0 +1,312 @@
+"""Playground: prompts to the real model, each request drawn as blocks (hit / computed / partial).
+
+Thin page: widgets -> the session's engine (shared weights, own KV pool) -> RequestView and the
+lab's figures at the engine's latest event -> render. Callbacks run before the script, so
+they may fill the text boxes; generation runs in the script so its text can stream in.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# `streamlit run pages/playground.py` puts pages/ on sys.path, not the repo root.
+ROOT = str(Path(__file__).resolve().parents[1])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import streamlit as st  # noqa: E402
+
+from engine.errors import PrefixLabError  # noqa: E402
+from engine.llm_engine import LLMEngine  # noqa: E402
+from engine.request import SamplingParams  # noqa: E402
+from ui.model import SESSION_KV_MIB, session_engine, shared_model  # noqa: E402
+from ui.persist import copy_back, mirror  # noqa: E402
+from ui.playground_logic import CHAT, PRESETS, TEXT, RequestView, build_prompt, request_view, token_piece  # noqa: E402
+from viz import block_grid, block_tables_figure, free_queue_figure, hash_table_figure, hit_blocks, legend_html  # noqa: E402
+from viz.contents import block_contents  # noqa: E402
+from viz.legend import POOL_STATES, TABLE_STATES  # noqa: E402
+from viz.tokens import token_blocks_figure  # noqa: E402
+
+PLOT_CONFIG = {"displayModeBar": False}
+SHOWN_REQUESTS = 4  # newest requests drawn as blocks; older ones are listed
+DEFAULTS: dict[str, object] = {
+    "pg_preset": "shared-system", "pg_mode": CHAT, "pg_system": "", "pg_message": "", "pg_text": "",
+    "pg_continue": False, "pg_max_tokens": 24, "pg_temperature": 0.0, "pg_caching": True,
+    "pg_step": 0, "pg_history": [], "pg_chat": [], "pg_error": None, "pg_notice": None,
+    "pg_pending": [], "pg_queue": [],
+}
+
+
+# -- state and callbacks ----------------------------------------------------------------------------------
+def init_state() -> None:
+    for key, value in DEFAULTS.items():
+        st.session_state.setdefault(key, list(value) if isinstance(value, list) else value)
+    if "pg_loaded_preset" not in st.session_state:
+        st.session_state["pg_loaded_preset"] = True
+        load_preset()
+
+
+def load_preset() -> None:
+    """Copy the chosen preset's first input (and its mode and system prompt) into the boxes."""
+    s = st.session_state
+    if "_w_pg_preset" in s:
+        s["pg_preset"] = s["_w_pg_preset"]
+    preset = PRESETS[s["pg_preset"]]
+    s.update(pg_mode=preset.mode, pg_system=preset.system, pg_continue=preset.continue_chat, pg_step=0,
+             pg_chat=[], pg_error=None)
+    fill_input(preset.inputs[0])
+
+
+def fill_input(text: str) -> None:
+    st.session_state["pg_message" if st.session_state["pg_mode"] == CHAT else "pg_text"] = text
+
+
+def engine() -> LLMEngine:
+    """This session's engine; rebuilt (empty pool) when caching is switched or after Clear."""
+    s = st.session_state
+    if s.get("pg_engine") is None or s.get("pg_engine_caching") != s["pg_caching"]:
+        s["pg_engine"] = session_engine(shared_model(), enable_prefix_caching=s["pg_caching"])
+        s["pg_engine_caching"] = s["pg_caching"]
+        s.update(pg_history=[], pg_chat=[], pg_pending=[], pg_queue=[])
+    return s["pg_engine"]
+
+
+def submit(text: str) -> bool:
+    """Queue one request for ``text`` (the boxes' mode, system prompt and chat history apply)."""
+    s = st.session_state
+    history = s["pg_chat"] if s["pg_mode"] == CHAT and s["pg_continue"] else []
+    try:
+        prompt = build_prompt(s["pg_mode"], text, s["pg_system"], history)
+        params = SamplingParams(max_tokens=int(s["pg_max_tokens"]), temperature=float(s["pg_temperature"]))
+        request_id = engine().add_request(prompt, params)
+    except PrefixLabError as exc:  # the engine's own words; the text stays in the box
+        s["pg_error"] = str(exc)
+        return False
+    s["pg_error"] = None
+    s["pg_pending"].append({"id": request_id, "mode": s["pg_mode"], "user": text})
+    return True
+
+
+def current_text() -> str:
+    s = st.session_state
+    return s["pg_message"] if s["pg_mode"] == CHAT else s["pg_text"]
+
+
+def advance_preset(sent: str) -> None:
+    """When the sent text was the preset's next input, put the one after it in the box."""
+    s = st.session_state
+    inputs = PRESETS[s["pg_preset"]].inputs
+    if s["pg_step"] < len(inputs) and sent == inputs[s["pg_step"]]:
+        s["pg_step"] += 1
+        if s["pg_step"] < len(inputs):
+            fill_input(inputs[s["pg_step"]])
+
+
+def on_send() -> None:
+    text = current_text()
+    if submit(text):
+        advance_preset(text)
+
+
+def on_send_rest() -> None:
+    """Send this input and every later input of the preset, one after another."""
+    s = st.session_state
+    inputs = PRESETS[s["pg_preset"]].inputs
+    rest = list(inputs[s["pg_step"] + 1:]) if current_text() == inputs[min(s["pg_step"], len(inputs) - 1)] else []
+    on_send()
+    if s["pg_error"] is None:
+        s["pg_queue"] = rest
+
+
+def on_reset_cache() -> None:
+    ok = engine().reset_prefix_cache()
+    st.session_state["pg_notice"] = ("Prefix cache cleared: every hash is gone, the next request computes all of its blocks."
+                                     if ok else "Reset refused: a request still holds blocks.")
+
+
+def on_clear() -> None:
+    st.session_state["pg_engine"] = None  # the next run builds a fresh engine and pool
+    st.session_state.update(pg_error=None, pg_notice=None)
+
+
+# -- pieces ------------------------------------------------------------------------------------------------
+def load_model_with_progress() -> None:
+    """Load (or find) the shared model; the first load on a server shows the loader's progress."""
+    slot = st.empty()
+
+    def progress(fraction: float, message: str) -> None:
+        slot.progress(min(1.0, max(0.0, fraction)), text=message)
+
+    try:
+        shared_model(progress=progress)
+    except PrefixLabError as exc:
+        slot.empty()
+        st.error(f"The model could not be loaded. {exc}")
+        st.stop()
+    slot.empty()
+
+
+def metrics_line(view: RequestView) -> str:
+    m = view.metrics
+    ttft = m.get("ttft_s")
+    ttft_text = f"{ttft * 1000:.0f} ms" if ttft is not None else "…"
+    return (f"**TTFT {ttft_text}** · prompt {m.get('prompt_tokens')} tokens · "
+            f"**{m.get('cached_tokens')} cached** (saved) · **{m.get('computed_prefill_tokens')} computed** in prefill · "
+            f"{m.get('output_tokens')} generated")
+
+
+def blocks_figure(view: RequestView) -> object:
+    first_output = {view.num_prompt_tokens} if len(view.token_text) > view.num_prompt_tokens else set()
+    return token_blocks_figure(
+        view.token_text, view.block_size, view.states, view.short_hashes, hover_hashes=view.full_hashes,
+        physical_ids=view.physical_ids, marked_tokens=first_output, tokens_per_row=2 * view.block_size,
+        max_token_chars=6,
+        title=f"{view.request_id}: {view.num_prompt_tokens} prompt + {len(view.token_text) - view.num_prompt_tokens} "
+              f"generated tokens · {view.num_hit_blocks} of {view.states.count('hit') + view.states.count('computed')} "
+              "full blocks hit",
+    )
+
+
+def stream_pending(eng: LLMEngine) -> None:
+    """Step the engine until the pending requests finish, drawing their text as it grows."""
+    s = st.session_state
+    while s["pg_pending"]:
+        item = s["pg_pending"][0]
+        with st.container(border=True):
+            st.markdown(f"**{item['id']}** · {item['mode']} · generating…")
+            text_slot = st.empty()
+            try:
+                while not eng.get_request(item["id"]).is_finished:
+                    eng.step()
+                    text_slot.markdown(eng.output_of(item["id"]).text + " ▌")
+            except (PrefixLabError, RuntimeError) as exc:
+                eng.abort_request(item["id"])
+                s["pg_error"] = f"{item['id']} could not run: {exc}"
+            text_slot.markdown(eng.output_of(item["id"]).text)
+        finish(item, eng)
+        if s["pg_queue"] and s["pg_error"] is None:
+            text = s["pg_queue"].pop(0)
+            if submit(text):
+                advance_preset(text)
+        else:
+            s["pg_queue"] = []
+
+
+def finish(item: dict, eng: LLMEngine) -> None:
+    s = st.session_state
+    s["pg_pending"].pop(0)
+    s["pg_history"].insert(0, item)
+    if item["mode"] == CHAT:
+        answer = {"role": "assistant", "content": eng.output_of(item["id"]).text}
+        turn = [{"role": "user", "content": item["user"]}, answer]
+        s["pg_chat"] = (s["pg_chat"] + turn) if s["pg_continue"] else turn
+
+
+def show_requests(eng: LLMEngine) -> None:
+    history = st.session_state["pg_history"]
+    if not history:
+        st.info("No request yet. Pick a preset and press **Send**: the first request computes every block; "
+                "send the next one to see hits.")
+        return
+    st.markdown(legend_html(TABLE_STATES) + " <span style='font-size:.92rem'>· pink outline: first generated token · "
+                "`block 2 → #17`: logical block 2 is backed by physical KV block 17</span>", unsafe_allow_html=True)
+    for item in history[:SHOWN_REQUESTS]:
+        view = request_view(eng, item["id"])
+        with st.container(border=True):
+            st.markdown(metrics_line(view))
+            who = "You" if item["mode"] == CHAT else "Prompt"
+            st.markdown(f"**{who}:** {item['user'][-300:]}" + ("…" if len(item["user"]) > 300 else ""))
+            st.markdown(f"**Model:** {view.text or '(no text)'}")
+            st.plotly_chart(blocks_figure(view), key=f"pg_blocks_{item['id']}", config=PLOT_CONFIG, theme=None)
+    if len(history) > SHOWN_REQUESTS:
+        st.caption("Older: " + ", ".join(i["id"] for i in history[SHOWN_REQUESTS:]))
+
+
+def engine_views(eng: LLMEngine) -> None:
+    """The lab's views of this session's real engine, at its latest event."""
+    events = eng.kv_cache_manager.events.events
+    snap = eng.timeline().state_at(len(events))
+    contents = block_contents(events)
+
+    def text(token_id: int) -> str:
+        return token_piece(eng.tokenizer, token_id)
+
+    stats = eng.kv_cache_manager.prefix_cache_stats
+    st.markdown(
+        f"{len(events)} events · in use **{snap.num_blocks - 1 - len(snap.free_queue)}** / {snap.num_blocks - 1} blocks · "
+        f"cached hashes **{len(snap.hash_table)}** · evictions **{snap.num_evictions}** · "
+        f"session hit rate **{stats.hit_rate:.0%}** ({stats.hits} of {stats.queries} prompt tokens)"
+    )
+    st.markdown(legend_html(POOL_STATES), unsafe_allow_html=True)
+    left, right = st.columns(2, gap="medium")
+    with left:
+        st.plotly_chart(block_grid(snap, contents=contents, token_text=text, columns=16), key="pg_grid", config=PLOT_CONFIG)
+        st.plotly_chart(free_queue_figure(snap, contents=contents, token_text=text, per_row=16), key="pg_queue",
+                        config=PLOT_CONFIG)
+    with right:
+        st.plotly_chart(block_tables_figure(snap, hits=hit_blocks(events, len(events))), key="pg_tables", config=PLOT_CONFIG)
+        st.plotly_chart(hash_table_figure(snap, contents=contents, token_text=text), key="pg_hashes", config=PLOT_CONFIG)
+
+
+# -- the page ----------------------------------------------------------------------------------------------
+def main() -> None:
+    init_state()
+    s = st.session_state
+    st.title("Playground")
+    st.caption("Your prompts run on a real model, SmolLM2-135M-Instruct, in PrefixLab's own engine. "
+               "Each browser session has its own engine and KV pool; the weights are shared.")
+    load_model_with_progress()
+    eng = engine()
+    backend = eng.backend
+    pool = eng.kv_cache_manager
+    st.caption(f"KV cache: **{backend.kv_bytes_per_token:,} bytes per token** (K and V, every layer) · pool "
+               f"**{pool.num_blocks - 1} blocks × {pool.block_size} tokens** = {pool.max_tokens_in_pool:,} tokens, "
+               f"{backend.kv_cache_bytes / 2**20:.0f} MiB (this session's budget: {SESSION_KV_MIB} MiB) · "
+               f"device {backend.device.type}, {str(backend.dtype).removeprefix('torch.')}")
+
+    c1, c2, c3, c4 = st.columns([2.2, 1.2, 1, 1], vertical_alignment="bottom")
+    c1.selectbox("Preset", list(PRESETS), key=mirror("pg_preset"), on_change=load_preset,
+                 format_func=lambda k: PRESETS[k].title)
+    c2.radio("Input", [CHAT, TEXT], key=mirror("pg_mode"), on_change=copy_back("pg_mode"), horizontal=True,
+             format_func=lambda m: "chat" if m == CHAT else "raw text")
+    c3.number_input("Max tokens", 1, 256, key=mirror("pg_max_tokens"), on_change=copy_back("pg_max_tokens"))
+    c4.number_input("Temperature", 0.0, 2.0, step=0.1, key=mirror("pg_temperature"), on_change=copy_back("pg_temperature"),
+                    help="0 = greedy (the same prompt always gives the same answer)")
+    preset = PRESETS[s["pg_preset"]]
+    st.caption(f"**{preset.title}** ({len(preset.inputs)} inputs, next: {min(s['pg_step'] + 1, len(preset.inputs))}) · {preset.note}")
+
+    if s["pg_mode"] == CHAT:
+        st.text_area("System prompt", key=mirror("pg_system"), on_change=copy_back("pg_system"), height=100)
+        st.text_area("Your message", key=mirror("pg_message"), on_change=copy_back("pg_message"), height=68)
+        st.toggle("Continue the conversation (re-send earlier turns and answers)", key=mirror("pg_continue"),
+                  on_change=copy_back("pg_continue"))
+    else:
+        st.text_area("Prompt (raw text, no chat template)", key=mirror("pg_text"), on_change=copy_back("pg_text"), height=150)
+
+    b1, b2, b3, b4, b5 = st.columns([1, 1.5, 1.5, 1.4, 0.9], vertical_alignment="center")
+    b1.button("Send", type="primary", key="pg_send", on_click=on_send, icon=":material/send:", width="stretch")
+    b2.button("Send rest of preset", key="pg_send_rest", on_click=on_send_rest, icon=":material/fast_forward:",
+              width="stretch", disabled=s["pg_step"] >= len(preset.inputs) - 1,
+              help="This input, then every later input of the preset, one after another")
+    b3.toggle("Prefix caching", key=mirror("pg_caching"), on_change=copy_back("pg_caching"),
+              help="Switching starts a fresh engine (empty pool) with caching on or off")
+    b4.button("Reset prefix cache", key="pg_reset", on_click=on_reset_cache, icon=":material/restart_alt:", width="stretch")
+    b5.button("Clear", key="pg_clear", on_click=on_clear, icon=":material/delete:", width="stretch")
+    if s["pg_error"]:
+        st.error(s["pg_error"])
+    if s["pg_notice"]:
+        st.info(s["pg_notice"])
+        s["pg_notice"] = None
+
+    had_queue = bool(s["pg_queue"])
+    stream_pending(eng)
+    if had_queue:  # the preset moved on: redraw so the box shows the next input
+        st.rerun()
+    show_requests(eng)
+    st.subheader("Inside the engine")
+    st.caption("The same views as the lab, on this session's real requests, after the latest event.")
+    engine_views(eng)
+
+
+main()

@@ -1,0 +1,73 @@
+"""The Playground in AppTest, on the real default model: send, stream, see hits; bad input is kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = str(ROOT / "pages" / "playground.py")
+
+pytestmark = pytest.mark.slow  # loads SmolLM2-135M-Instruct (converted once into ~/.cache/prefixlab)
+
+
+def new_page() -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=180).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def block_figures(at: AppTest) -> list[dict]:
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    return [f for f in charts if "prompt +" in ((f["layout"].get("title") or {}).get("text") or "")]
+
+
+def markdown(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def set_small(at: AppTest) -> None:
+    at.number_input(key="_w_pg_max_tokens").set_value(3)
+
+
+def test_shared_system_prompt_second_request_hits() -> None:
+    at = new_page()
+    assert at.title[0].value == "Playground"
+    assert "bytes per token" in "\n".join(c.value for c in at.caption)
+    set_small(at)
+    at.button(key="pg_send").click().run()
+    assert not at.exception, at.exception
+    assert "**0 cached**" in markdown(at)
+    assert at.text_area(key="_w_pg_message").value == "Why are prompts split into blocks?"  # the preset moved on
+    at.button(key="pg_send").click().run()
+    assert not at.exception, at.exception
+    text = markdown(at)
+    assert "**Model:**" in text and "(no text)" not in text
+    newest = block_figures(at)[0]
+    labels = newest["data"][1]["text"]
+    assert newest["layout"]["title"]["text"].startswith("req-1")
+    assert any("→ #" in label for label in labels)  # physical block ids are shown
+    states = [s["fillcolor"] for s in newest["layout"]["shapes"] if s.get("line", {}).get("width") == 1]
+    assert "#2e7d32" in states  # hit colour: the system prompt's blocks came from the cache
+    cached = int(text.split("cached**")[0].rsplit("**", 1)[1].strip())
+    assert cached >= 16
+    # The lab's views of the session engine are on the page too.
+    titles = [((json.loads(c.proto.spec)["layout"].get("title") or {}).get("text") or "") for c in at.get("plotly_chart")]
+    assert any("Physical KV blocks" in t for t in titles) and any("Free queue" in t for t in titles)
+
+
+def test_empty_and_too_long_prompts_show_the_engine_message_and_keep_the_text() -> None:
+    at = new_page()
+    at.text_area(key="_w_pg_message").set_value("   ")
+    at.button(key="pg_send").click().run()
+    assert not at.exception
+    assert "The prompt is empty" in at.error[0].value
+    long_text = "word " * 9000
+    at.text_area(key="_w_pg_message").set_value(long_text)
+    at.button(key="pg_send").click().run()
+    assert not at.exception
+    assert "exceeds" in at.error[0].value or "KV slots" in at.error[0].value
+    assert at.text_area(key="_w_pg_message").value == long_text
