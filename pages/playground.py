@@ -17,15 +17,17 @@ if ROOT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from engine.config import EngineConfig  # noqa: E402
 from engine.errors import PrefixLabError  # noqa: E402
 from engine.llm_engine import LLMEngine  # noqa: E402
 from engine.request import SamplingParams  # noqa: E402
 from ui.model import SESSION_KV_MIB, session_engine, shared_model  # noqa: E402
 from ui.persist import copy_back, mirror  # noqa: E402
+from ui.settings import current_settings  # noqa: E402
 from ui.playground_logic import CHAT, PRESETS, TEXT, RequestView, build_prompt, request_view, token_piece  # noqa: E402
 from viz import block_grid, block_tables_figure, free_queue_figure, hash_table_figure, hit_blocks, legend_html  # noqa: E402
 from viz.contents import block_contents  # noqa: E402
-from viz.legend import POOL_STATES, TABLE_STATES  # noqa: E402
+from viz.legend import POOL_STATES  # noqa: E402
 from viz.tokens import token_blocks_figure  # noqa: E402
 
 PLOT_CONFIG = {"displayModeBar": False}
@@ -34,8 +36,9 @@ DEFAULTS: dict[str, object] = {
     "pg_preset": "shared-system", "pg_mode": CHAT, "pg_system": "", "pg_message": "", "pg_text": "",
     "pg_continue": False, "pg_max_tokens": 24, "pg_temperature": 0.0, "pg_caching": True,
     "pg_step": 0, "pg_history": [], "pg_chat": [], "pg_error": None, "pg_notice": None,
-    "pg_pending": [], "pg_queue": [],
+    "pg_pending": [], "pg_queue": [], "pg_kv_mib": SESSION_KV_MIB,
 }
+KV_BUDGETS = (8, 32, 128)  # MiB per session: small pools show eviction, big ones hold long chats
 
 
 # -- state and callbacks ----------------------------------------------------------------------------------
@@ -65,9 +68,13 @@ def fill_input(text: str) -> None:
 def engine() -> LLMEngine:
     """This session's engine; rebuilt (empty pool) when caching is switched or after Clear."""
     s = st.session_state
-    if s.get("pg_engine") is None or s.get("pg_engine_caching") != s["pg_caching"]:
-        s["pg_engine"] = session_engine(shared_model(), enable_prefix_caching=s["pg_caching"])
-        s["pg_engine_caching"] = s["pg_caching"]
+    lab = current_settings()  # the shared sidebar: block size (empty = 16), free policy, hash algorithm
+    wanted = (s["pg_caching"], s["pg_kv_mib"], lab.block_size or 16, lab.free_policy, lab.hash_algo)
+    if s.get("pg_engine") is None or s.get("pg_engine_settings") != wanted:
+        config = EngineConfig(enable_prefix_caching=wanted[0], block_size=wanted[2], free_policy=wanted[3],
+                              hash_algo=wanted[4])
+        s["pg_engine"] = session_engine(shared_model(), kv_mib=s["pg_kv_mib"], config=config)
+        s["pg_engine_settings"] = wanted
         s.update(pg_history=[], pg_chat=[], pg_pending=[], pg_queue=[])
     return s["pg_engine"]
 
@@ -160,7 +167,7 @@ def blocks_figure(view: RequestView) -> object:
     first_output = {view.num_prompt_tokens} if len(view.token_text) > view.num_prompt_tokens else set()
     return token_blocks_figure(
         view.token_text, view.block_size, view.states, view.short_hashes, hover_hashes=view.full_hashes,
-        physical_ids=view.physical_ids, marked_tokens=first_output, tokens_per_row=2 * view.block_size,
+        physical_ids=view.physical_ids, marked_tokens=first_output, tokens_per_row=view.block_size,
         max_token_chars=6,
         title=f"{view.request_id}: {view.num_prompt_tokens} prompt + {len(view.token_text) - view.num_prompt_tokens} "
               f"generated tokens · {view.num_hit_blocks} of {view.states.count('hit') + view.states.count('computed')} "
@@ -173,8 +180,9 @@ def stream_pending(eng: LLMEngine) -> None:
     s = st.session_state
     while s["pg_pending"]:
         item = s["pg_pending"][0]
-        with st.container(border=True):
-            st.markdown(f"**{item['id']}** · {item['mode']} · generating…")
+        box = st.empty()  # emptied when done: the finished request is drawn with the others
+        with box.container(border=True):
+            st.markdown(f"**{item['id']}** · generating…")
             text_slot = st.empty()
             try:
                 while not eng.get_request(item["id"]).is_finished:
@@ -183,7 +191,7 @@ def stream_pending(eng: LLMEngine) -> None:
             except (PrefixLabError, RuntimeError) as exc:
                 eng.abort_request(item["id"])
                 s["pg_error"] = f"{item['id']} could not run: {exc}"
-            text_slot.markdown(eng.output_of(item["id"]).text)
+        box.empty()
         finish(item, eng)
         if s["pg_queue"] and s["pg_error"] is None:
             text = s["pg_queue"].pop(0)
@@ -209,14 +217,17 @@ def show_requests(eng: LLMEngine) -> None:
         st.info("No request yet. Pick a preset and press **Send**: the first request computes every block; "
                 "send the next one to see hits.")
         return
-    st.markdown(legend_html(TABLE_STATES) + " <span style='font-size:.92rem'>· pink outline: first generated token · "
-                "`block 2 → #17`: logical block 2 is backed by physical KV block 17</span>", unsafe_allow_html=True)
-    for item in history[:SHOWN_REQUESTS]:
+    st.caption("Each row is one block. `block 2 → #17`: logical block 2 of the request is backed by "
+               "physical KV block 17, and its hash starts with the 8 hex digits shown (hover for all 64). "
+               "Pink outline: the first generated token.")
+    for index, item in enumerate(history[:SHOWN_REQUESTS]):
         view = request_view(eng, item["id"])
-        with st.container(border=True):
-            st.markdown(metrics_line(view))
+        place = st.container(border=True) if index == 0 else st.expander(f"{item['id']} · {metrics_line(view)}")
+        with place:
+            if index == 0:
+                st.markdown(metrics_line(view))
             who = "You" if item["mode"] == CHAT else "Prompt"
-            st.markdown(f"**{who}:** {item['user'][-300:]}" + ("…" if len(item["user"]) > 300 else ""))
+            st.markdown(f"**{who}:** {'…' if len(item['user']) > 300 else ''}{item['user'][-300:]}")
             st.markdown(f"**Model:** {view.text or '(no text)'}")
             st.plotly_chart(blocks_figure(view), key=f"pg_blocks_{item['id']}", config=PLOT_CONFIG, theme=None)
     if len(history) > SHOWN_REQUESTS:
@@ -239,13 +250,16 @@ def engine_views(eng: LLMEngine) -> None:
         f"session hit rate **{stats.hit_rate:.0%}** ({stats.hits} of {stats.queries} prompt tokens)"
     )
     st.markdown(legend_html(POOL_STATES), unsafe_allow_html=True)
+    columns = min(16, -(-snap.num_blocks // 3)) if snap.num_blocks <= 48 else 24
+    st.plotly_chart(block_grid(snap, contents=contents, token_text=text, columns=columns), key="pg_grid", config=PLOT_CONFIG)
+    st.plotly_chart(free_queue_figure(snap, contents=contents, token_text=text, per_row=columns), key="pg_queue",
+                    config=PLOT_CONFIG)
+    st.caption("A finished request holds no blocks: its blocks wait in the free queue, still cached (orange), "
+               "until an allocation pops them from the head.")
     left, right = st.columns(2, gap="medium")
     with left:
-        st.plotly_chart(block_grid(snap, contents=contents, token_text=text, columns=16), key="pg_grid", config=PLOT_CONFIG)
-        st.plotly_chart(free_queue_figure(snap, contents=contents, token_text=text, per_row=16), key="pg_queue",
-                        config=PLOT_CONFIG)
-    with right:
         st.plotly_chart(block_tables_figure(snap, hits=hit_blocks(events, len(events))), key="pg_tables", config=PLOT_CONFIG)
+    with right:
         st.plotly_chart(hash_table_figure(snap, contents=contents, token_text=text), key="pg_hashes", config=PLOT_CONFIG)
 
 
@@ -255,14 +269,15 @@ def main() -> None:
     s = st.session_state
     st.title("Playground")
     st.caption("Your prompts run on a real model, SmolLM2-135M-Instruct, in PrefixLab's own engine. "
-               "Each browser session has its own engine and KV pool; the weights are shared.")
+               "Each browser session has its own engine and KV pool; the weights are shared. The sidebar's block size "
+               "(empty = 16), free policy and hash algorithm apply here too; changing one starts a fresh engine.")
     load_model_with_progress()
     eng = engine()
     backend = eng.backend
     pool = eng.kv_cache_manager
     st.caption(f"KV cache: **{backend.kv_bytes_per_token:,} bytes per token** (K and V, every layer) · pool "
                f"**{pool.num_blocks - 1} blocks × {pool.block_size} tokens** = {pool.max_tokens_in_pool:,} tokens, "
-               f"{backend.kv_cache_bytes / 2**20:.0f} MiB (this session's budget: {SESSION_KV_MIB} MiB) · "
+               f"{backend.kv_cache_bytes / 2**20:.0f} MiB of this session's {s['pg_kv_mib']} MiB budget · "
                f"device {backend.device.type}, {str(backend.dtype).removeprefix('torch.')}")
 
     c1, c2, c3, c4 = st.columns([2.2, 1.2, 1, 1], vertical_alignment="bottom")
@@ -284,13 +299,16 @@ def main() -> None:
     else:
         st.text_area("Prompt (raw text, no chat template)", key=mirror("pg_text"), on_change=copy_back("pg_text"), height=150)
 
-    b1, b2, b3, b4, b5 = st.columns([1, 1.5, 1.5, 1.4, 0.9], vertical_alignment="center")
+    b1, b2, b3, b6, b4, b5 = st.columns([0.9, 1.55, 1.35, 1.2, 1.45, 0.85], vertical_alignment="center")
     b1.button("Send", type="primary", key="pg_send", on_click=on_send, icon=":material/send:", width="stretch")
     b2.button("Send rest of preset", key="pg_send_rest", on_click=on_send_rest, icon=":material/fast_forward:",
               width="stretch", disabled=s["pg_step"] >= len(preset.inputs) - 1,
               help="This input, then every later input of the preset, one after another")
     b3.toggle("Prefix caching", key=mirror("pg_caching"), on_change=copy_back("pg_caching"),
               help="Switching starts a fresh engine (empty pool) with caching on or off")
+    b6.selectbox("KV pool", KV_BUDGETS, key=mirror("pg_kv_mib"), on_change=copy_back("pg_kv_mib"),
+                 format_func=lambda mib: f"KV pool {mib} MiB", label_visibility="collapsed",
+                 help="This session's KV memory. Changing it starts a fresh engine (empty pool).")
     b4.button("Reset prefix cache", key="pg_reset", on_click=on_reset_cache, icon=":material/restart_alt:", width="stretch")
     b5.button("Clear", key="pg_clear", on_click=on_clear, icon=":material/delete:", width="stretch")
     if s["pg_error"]:

@@ -17,8 +17,9 @@ import streamlit as st
 from engine.config import DEFAULT_MODEL, EngineConfig
 from engine.llm_engine import LLMEngine
 
-#: KV memory per session: small enough for many students on one server, big enough for a chat.
-SESSION_KV_MIB = 128
+#: KV memory per session: small enough for many students on one server and for the pool to fit
+#: on screen (32 MiB = 45 blocks of 16 tokens for SmolLM2 in fp32), big enough for a few chats.
+SESSION_KV_MIB = 32
 
 Progress = Callable[[float, str], None]
 
@@ -53,6 +54,7 @@ def session_engine(loaded: Any, *, enable_prefix_caching: bool = True, kv_mib: i
     from engine.model.runner import ModelBackend
 
     base = config or EngineConfig(enable_prefix_caching=enable_prefix_caching, block_size=block_size)
+    # ``config`` (when given) wins over the two keyword shortcuts.
     backend = ModelBackend(base, loaded=loaded)
     num_blocks = max(2, kv_mib * 2**20 // (backend.kv_bytes_per_token * base.block_size))
     return LLMEngine(replace(base, num_blocks=num_blocks, kv_cache_memory_mib=kv_mib), backend=backend)
