@@ -90,8 +90,8 @@ def event_card(run: ScenarioRun, contents: dict, pos: int) -> None:
     """The current event in words, with where it came from in the scenario."""
     n = len(run.events)
     span = run.span_at(pos)
-    where = f"line {span.action.line_no}: <code>{escape(span.action.source)}</code>" if span else "before line 1"
-    head = f"Event {pos} of {n} · engine step {engine_step_at(run.events, pos)} · after {where}"
+    where = f"after line {span.action.line_no}: <code>{escape(span.action.source)}</code>" if span else "before the first line"
+    head = f"Event {pos} of {n} · engine step {engine_step_at(run.events, pos)} · {where}"
     if pos == 0:
         body = "Nothing has happened yet: every usable block is free. Press ▶ (or the → key) to apply the first event."
         tag = "START"
@@ -188,8 +188,13 @@ def predict_panel(run: ScenarioRun, contents: dict) -> None:
     """Predict-the-victim mode: ask before an evicting allocation, then reveal the engine's answer."""
     question: EvictionQuestion | None = st.session_state.get("lab_q")
     if question is None:
-        st.info("No allocation ahead of this point evicts a cached block. Rewind (switch the mode off, ⏮) "
-                "or try the *Eviction pressure* scenario.")
+        first = next_eviction_question(run, 0)
+        c1, c2 = st.columns([3, 1], vertical_alignment="center")
+        c1.info("No allocation ahead of this point evicts a cached block."
+                + ("" if first else " This trace never evicts under this policy: try *Eviction pressure*, or the "
+                   "*classic* policy."))
+        if first is not None:
+            c2.button("Ask from the start", key="predict_restart", on_click=ask, args=(first,), width="stretch")
         return
     queue = list(run.timeline().state_at(question.ask_at).free_queue)
     st.markdown(
@@ -205,8 +210,10 @@ def predict_panel(run: ScenarioRun, contents: dict) -> None:
                   disabled=guess is None, width="stretch")
         return
     taken = ", ".join(str(b) for b in question.allocated)
+    later = [str(b) for b in question.evicted[1:]]
     why = (f"The allocation popped {taken} from the head. Blocks without a hash are reused silently; "
-           f"the first one still holding a hash is evicted: block {question.answer}.")
+           f"the first one still holding a hash is evicted: block {question.answer}"
+           + (f" (then {', '.join(later)})." if later else "."))
     if guess == question.answer:
         st.success(f"Right! Block {question.answer} is evicted. {why}")
     else:
