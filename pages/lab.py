@@ -135,7 +135,7 @@ def policy_views(run: ScenarioRun, contents: dict, pos: int, prefix: str, stacke
     highlight = highlight_for(run, snap.hash_table)
     text = run.token_text
     grid = block_grid(snap, highlight, contents=contents, token_text=text)
-    queue = free_queue_figure(snap, highlight, contents=contents, token_text=text, per_row=8 if stacked else 14)
+    queue = free_queue_figure(snap, highlight, contents=contents, token_text=text, per_row=6 if stacked else 14)
     tables = block_tables_figure(snap, highlight, hits=hit_blocks(run.events, pos))
     hashes = hash_table_figure(snap, highlight, contents=contents, token_text=text)
     used = snap.num_blocks - 1 - len(snap.free_queue)
