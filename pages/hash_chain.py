@@ -107,6 +107,23 @@ except PrefixLabError as err:
     st.error(str(err))
     st.stop()
 
+probe_blocks, cached_blocks = result.probe.blocks, result.cached.blocks
+num_full = len(result.probe.full_blocks)
+changed = changed_blocks(cached_blocks, probe_blocks)
+chart_slot = st.empty()  # the figure goes first on screen, but needs the slider below it
+step = st.slider("Blocks of r2 hashed so far", 0, num_full, num_full, key=f"hc_step_{num_full}") if num_full else 0
+chart_slot.plotly_chart(
+    hash_chain_figure(cached_blocks, probe_blocks, step=step, none_hash=result.none_hash),
+    key="hash_chain_figure", config={"displayModeBar": False}, theme=None,
+)
+
+if step:
+    block = result.probe.full_blocks[step - 1]
+    st.markdown(
+        f"**Block {block.index}** = H(parent `{short(block.parent_hash)}`, tokens {list(block.token_ids)}, "
+        f"extra keys `{block.extra_keys}`) = `{short(block.block_hash)}` → {lookup_text(block)}"
+    )
+
 st.info(
     f"**Seed** `{result.seed[:16]}{'…' if len(result.seed) > 16 else ''}`: {seed_reason}. "
     f"NONE_HASH = hash(seed) = `{short(result.none_hash, 16)}…`, the parent of block 0."
@@ -120,26 +137,10 @@ if algo.startswith("xxhash") and not seed_text.strip():
         st.session_state.pop(f"hash_chain.default_seed.{algo}", None)
         st.rerun()
 
-probe_blocks, cached_blocks = result.probe.blocks, result.cached.blocks
-num_full = len(result.probe.full_blocks)
-changed = changed_blocks(cached_blocks, probe_blocks)
 m1, m2, m3 = st.columns(3)
 m1.metric("r2 blocks hashed", num_full)
 m2.metric("hashes that differ from r1", len(changed))
 m3.metric("blocks r2 hits", result.num_hit_blocks)
-
-step = st.slider("Blocks of r2 hashed so far", 0, num_full, num_full, key=f"hc_step_{num_full}") if num_full else 0
-st.plotly_chart(
-    hash_chain_figure(cached_blocks, probe_blocks, step=step, none_hash=result.none_hash),
-    key="hash_chain_figure", config={"displayModeBar": False}, theme=None,
-)
-
-if step:
-    block = result.probe.full_blocks[step - 1]
-    st.markdown(
-        f"**Block {block.index}** = H(parent `{short(block.parent_hash)}`, tokens {list(block.token_ids)}, "
-        f"extra keys `{block.extra_keys}`) = `{short(block.block_hash)}` → {lookup_text(block)}"
-    )
 
 notes = []
 if changed:
