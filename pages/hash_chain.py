@@ -112,6 +112,7 @@ num_full = len(result.probe.full_blocks)
 changed = changed_blocks(cached_blocks, probe_blocks)
 chart_slot = st.empty()  # the figure goes first on screen, but needs the slider below it
 step = st.slider("Blocks of r2 hashed so far", 0, num_full, num_full, key=f"hc_step_{num_full}") if num_full else 0
+st.caption("▶ Play animates every step in the browser; this slider redraws the figure at one step and explains it.")
 chart_slot.plotly_chart(
     hash_chain_figure(cached_blocks, probe_blocks, step=step, none_hash=result.none_hash),
     key="hash_chain_figure", config={"displayModeBar": False}, theme=None,
