@@ -93,13 +93,15 @@ left, right = st.columns(2)
 with left:
     st.markdown("**r1** (cached)")
     st.text_area("r1 prompt (words)", key="wm_r1_prompt", height=90)
-    st.text_input("r1 cache salt", key="wm_r1_salt")
-    st.text_input("r1 LoRA name", key="wm_r1_lora")
+    salt, lora = st.columns(2)
+    salt.text_input("r1 cache salt", key="wm_r1_salt")
+    lora.text_input("r1 LoRA name", key="wm_r1_lora")
 with right:
     st.markdown("**r2** (looked up)")
     st.text_area("r2 prompt (words)", key="wm_r2_prompt", height=90)
-    st.text_input("r2 cache salt", key="wm_r2_salt")
-    st.text_input("r2 LoRA name", key="wm_r2_lora")
+    salt, lora = st.columns(2)
+    salt.text_input("r2 cache salt", key="wm_r2_salt")
+    lora.text_input("r2 LoRA name", key="wm_r2_lora")
 
 state = st.session_state
 try:
@@ -114,7 +116,7 @@ except PrefixLabError as err:
 
 explanation = explain(result)
 verdict = st.success if result.num_hit_blocks else st.warning
-verdict(f"**{explanation.headline}**")
+verdict(f"#### {explanation.headline}")  # big enough to read from the back of a room
 st.markdown("\n".join(f"- {reason}" for reason in explanation.reasons))
 
 diff = result.first_diff_token

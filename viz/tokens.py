@@ -50,7 +50,7 @@ def token_blocks_figure(
     hover_hashes: Sequence[str | None] | None = None,
     marked_tokens: Collection[int] = (),
     title: str | None = None,
-    tokens_per_row: int = 16,
+    tokens_per_row: int = 12,
 ) -> go.Figure:
     """Draw a request's tokens as blocks.
 

@@ -35,7 +35,7 @@ def cell_colors(fig: dict, n_tokens: int) -> list[str]:
 
 
 def test_default_example(at: AppTest) -> None:
-    assert headline(at) == "**r2 would hit 2 blocks (8 of its 17 tokens): block 2 differs at token 11 ('dog' vs 'cat').**"
+    assert headline(at) == "#### r2 would hit 2 blocks (8 of its 17 tokens): block 2 differs at token 11 ('dog' vs 'cat')."
     reasons = at.markdown[-1].value if "Last-token rule" in at.markdown[-1].value else next(
         m.value for m in at.markdown if "Last-token rule" in m.value)
     assert "(17 - 1) // 4 = 4 blocks" in reasons and "Block 4 (token 16) is partial" in reasons
