@@ -23,6 +23,7 @@ from viz.hash_chain import changed_blocks, hash_chain_figure, lookup_text, short
 
 DEFAULT_PROMPT = "system : you are a helpful tutor . user : my dog ate my homework , what should I do now ?"
 DEFAULT_IDS = "1 2 3 4 5 6 7 8 9 10 11 12 13 14"
+MAX_DRAWN_BLOCKS = 32  # one animation frame per block: beyond this the figure gets slow to build and send
 ALGOS = ["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]
 assert set(ALGOS) == set(HASH_FUNCTIONS)
 
@@ -110,11 +111,19 @@ except PrefixLabError as err:
 probe_blocks, cached_blocks = result.probe.blocks, result.cached.blocks
 num_full = len(result.probe.full_blocks)
 changed = changed_blocks(cached_blocks, probe_blocks)
+if len(probe_blocks) > MAX_DRAWN_BLOCKS or len(cached_blocks) > MAX_DRAWN_BLOCKS:
+    st.warning(
+        f"The figure shows the first {MAX_DRAWN_BLOCKS} blocks only (r1 has {len(cached_blocks)}, r2 has "
+        f"{len(probe_blocks)}): one animation frame per block gets slow beyond that. "
+        "A larger block size shows the whole prompt."
+    )
+drawn_cached, drawn_probe = cached_blocks[:MAX_DRAWN_BLOCKS], probe_blocks[:MAX_DRAWN_BLOCKS]
+drawn_full = sum(1 for b in drawn_probe if b.is_full)
 chart_slot = st.empty()  # the figure goes first on screen, but needs the slider below it
-step = st.slider("Blocks of r2 hashed so far", 0, num_full, num_full, key=f"hc_step_{num_full}") if num_full else 0
+step = st.slider("Blocks of r2 hashed so far", 0, drawn_full, drawn_full, key=f"hc_step_{drawn_full}") if drawn_full else 0
 st.caption("▶ Play animates every step in the browser; this slider redraws the figure at one step and explains it.")
 chart_slot.plotly_chart(
-    hash_chain_figure(cached_blocks, probe_blocks, step=step, none_hash=result.none_hash),
+    hash_chain_figure(drawn_cached, drawn_probe, step=step, none_hash=result.none_hash),
     key="hash_chain_figure", config={"displayModeBar": False}, theme=None,
 )
 

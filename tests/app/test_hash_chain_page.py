@@ -115,3 +115,12 @@ def test_another_prompt(at: AppTest) -> None:
     at.radio(key="hc_how").set_value("another prompt").run()
     at.text_area(key="hc_prompt2_words").set_value("system : you are a helpful tutor .").run()
     assert metrics(at)["blocks r2 hits"] == "1"  # 8 tokens: the last-token rule leaves block 1 out
+
+
+def test_long_prompts_draw_a_bounded_figure(at: AppTest) -> None:
+    at.text_area(key="hc_prompt_words").set_value("x " * 200).run()
+    at.number_input(key="hc_block_size").set_value(1).run()
+    assert not at.exception and metrics(at)["r2 blocks hashed"] == "200"
+    assert "first 32 blocks only" in at.warning[0].value
+    fig = figure(at)
+    assert len(fig["data"][1]["y"]) == 32 and len(fig["frames"]) == 33
