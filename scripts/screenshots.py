@@ -79,12 +79,16 @@ def main() -> int:
             try:
                 page = browser.new_page(viewport=VIEWPORT)
                 errors = track_page_errors(page)
-                open_page(page, server.url)
+                try:
+                    open_page(page, server.url)  # to read the navigation; each page is checked below
+                except AssertionError:
+                    pass
                 pages = nav_pages(page) if script == "app.py" else []
                 if not pages:  # a single page script, or an app without navigation
                     pages = [(Path(script).stem, server.url)]
                 for label, href in pages:
                     url = href if href.startswith("http") else server.url + "/" + href.lstrip("/")
+                    errors.clear()  # report each page's own errors
                     try:
                         open_page(page, url)
                     except AssertionError as err:  # still take the picture: it shows what went wrong
