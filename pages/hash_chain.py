@@ -131,7 +131,8 @@ if step:
     block = result.probe.full_blocks[step - 1]
     st.markdown(
         f"**Block {block.index}** = H(parent `{short(block.parent_hash)}`, tokens {list(block.token_ids)}, "
-        f"extra keys `{block.extra_keys}`) = `{short(block.block_hash)}` → {lookup_text(block)}"
+        f"extra keys `{block.extra_keys}`) = `{short(block.block_hash)}` → "
+        f"{lookup_text(block, result.num_hit_blocks)}"
     )
 
 st.info(
