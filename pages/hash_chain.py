@@ -24,8 +24,7 @@ from viz.hash_chain import changed_blocks, hash_chain_figure, lookup_text, short
 DEFAULT_PROMPT = "system : you are a helpful tutor . user : my dog ate my homework , what should I do now ?"
 DEFAULT_IDS = "1 2 3 4 5 6 7 8 9 10 11 12 13 14"
 MAX_DRAWN_BLOCKS = 32  # one animation frame per block: beyond this the figure gets slow to build and send
-ALGOS = ["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]
-assert set(ALGOS) == set(HASH_FUNCTIONS)
+ALGOS = list(HASH_FUNCTIONS)  # sha256, sha256_cbor, xxhash, xxhash_cbor: the engine's own list
 
 
 def session_seed(algo: str) -> tuple[str, str]:

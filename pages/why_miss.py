@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from engine.errors import PrefixLabError  # noqa: E402
+from engine.hashing import HASH_FUNCTIONS  # noqa: E402
 from engine.miss_explainer import explain  # noqa: E402
 from engine.prefix_probe import ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache  # noqa: E402
 from viz.hash_chain import short  # noqa: E402
@@ -74,8 +75,9 @@ def hash_table(result: ProbeResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-if "wm_preset" not in st.session_state:
-    st.session_state["wm_preset"] = next(iter(PRESETS))
+# First visit, or Streamlit dropped the widgets' state after a visit to another page.
+if any(key not in st.session_state for key in ("wm_preset", *FIELDS)):
+    st.session_state.setdefault("wm_preset", next(iter(PRESETS)))
     load_preset()
 
 st.set_page_config(layout="wide")  # the figures need the width on a projector
@@ -87,7 +89,7 @@ st.caption(
 top1, top2, top3 = st.columns([2, 1, 1])
 top1.selectbox("Example", list(PRESETS), key="wm_preset", on_change=load_preset)
 block_size = int(top2.number_input("Block size", min_value=1, max_value=64, value=4, step=1, key="wm_block_size"))
-algo = top3.selectbox("Hash algorithm", ["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"], key="wm_algo")
+algo = top3.selectbox("Hash algorithm", list(HASH_FUNCTIONS), key="wm_algo")
 
 left, right = st.columns(2)
 with left:
