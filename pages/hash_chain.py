@@ -49,10 +49,12 @@ st.caption(
 )
 
 c1, c2, c3, c4 = st.columns(4)
-app_algo = st.session_state.get("hash_algo", "sha256")  # the app's sidebar setting, if any
+# Defaults from the app's sidebar settings when there are any; this page works without them too.
+app_algo = st.session_state.get("cfg_hash_algo", "sha256")
+app_block_size = st.session_state.get("cfg_block_size") or 4
 algo = c1.selectbox("Hash algorithm", ALGOS, index=ALGOS.index(app_algo) if app_algo in ALGOS else 0, key="hc_algo")
 seed_text = c2.text_input("Seed (blank = default)", key="hc_seed")
-block_size = int(c3.number_input("Block size", min_value=1, max_value=64, value=4, step=1, key="hc_block_size"))
+block_size = int(c3.number_input("Block size", min_value=1, max_value=64, value=int(app_block_size), step=1, key="hc_block_size"))
 mode = c4.radio("Prompt as", ["words", "token ids"], horizontal=True, key="hc_mode")
 
 p1, p2 = st.columns(2)

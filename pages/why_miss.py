@@ -88,8 +88,12 @@ st.caption(
 )
 top1, top2, top3 = st.columns([2, 1, 1])
 top1.selectbox("Example", list(PRESETS), key="wm_preset", on_change=load_preset)
-block_size = int(top2.number_input("Block size", min_value=1, max_value=64, value=4, step=1, key="wm_block_size"))
-algo = top3.selectbox("Hash algorithm", list(HASH_FUNCTIONS), key="wm_algo")
+# Defaults from the app's sidebar settings when there are any; this page works without them too.
+app_block_size = int(st.session_state.get("cfg_block_size") or 4)
+app_algo = st.session_state.get("cfg_hash_algo", "sha256")
+algos = list(HASH_FUNCTIONS)
+block_size = int(top2.number_input("Block size", min_value=1, max_value=64, value=app_block_size, step=1, key="wm_block_size"))
+algo = top3.selectbox("Hash algorithm", algos, index=algos.index(app_algo) if app_algo in algos else 0, key="wm_algo")
 
 left, right = st.columns(2)
 with left:

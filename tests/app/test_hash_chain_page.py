@@ -124,3 +124,12 @@ def test_long_prompts_draw_a_bounded_figure(at: AppTest) -> None:
     assert "first 32 blocks only" in at.warning[0].value
     fig = figure(at)
     assert len(fig["data"][1]["y"]) == 32 and len(fig["frames"]) == 33
+
+
+def test_defaults_follow_the_apps_sidebar_settings_when_present() -> None:
+    app = AppTest.from_file(PAGE, default_timeout=60)
+    app.session_state["cfg_hash_algo"] = "sha256_cbor"
+    app.session_state["cfg_block_size"] = 8
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="hc_algo").value == "sha256_cbor" and app.number_input(key="hc_block_size").value == 8

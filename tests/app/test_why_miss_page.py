@@ -86,3 +86,12 @@ def test_bad_input_is_a_message(at: AppTest) -> None:
     at.text_area(key="wm_r2_prompt").set_value("  ").run()
     assert not at.exception
     assert at.error[0].value == "r2: The prompt is empty: type some text."
+
+
+def test_defaults_follow_the_apps_sidebar_settings_when_present() -> None:
+    app = AppTest.from_file(PAGE, default_timeout=60)
+    app.session_state["cfg_hash_algo"] = "xxhash"
+    app.session_state["cfg_block_size"] = None  # "from the scenario": this page falls back to 4
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="wm_algo").value == "xxhash" and app.number_input(key="wm_block_size").value == 4
