@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from engine.errors import PrefixLabError  # noqa: E402
+from engine.hashing import HASH_FUNCTIONS  # noqa: E402
 from engine.miss_explainer import explain  # noqa: E402
 from engine.prefix_probe import ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache  # noqa: E402
 from viz.hash_chain import short  # noqa: E402
@@ -74,8 +75,9 @@ def hash_table(result: ProbeResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-if "wm_preset" not in st.session_state:
-    st.session_state["wm_preset"] = next(iter(PRESETS))
+# First visit, or Streamlit dropped the widgets' state after a visit to another page.
+if any(key not in st.session_state for key in ("wm_preset", *FIELDS)):
+    st.session_state.setdefault("wm_preset", next(iter(PRESETS)))
     load_preset()
 
 st.set_page_config(layout="wide")  # the figures need the width on a projector
@@ -86,20 +88,26 @@ st.caption(
 )
 top1, top2, top3 = st.columns([2, 1, 1])
 top1.selectbox("Example", list(PRESETS), key="wm_preset", on_change=load_preset)
-block_size = int(top2.number_input("Block size", min_value=1, max_value=64, value=4, step=1, key="wm_block_size"))
-algo = top3.selectbox("Hash algorithm", ["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"], key="wm_algo")
+# Defaults from the app's sidebar settings when there are any; this page works without them too.
+app_block_size = int(st.session_state.get("cfg_block_size") or 4)
+app_algo = st.session_state.get("cfg_hash_algo", "sha256")
+algos = list(HASH_FUNCTIONS)
+block_size = int(top2.number_input("Block size", min_value=1, max_value=64, value=app_block_size, step=1, key="wm_block_size"))
+algo = top3.selectbox("Hash algorithm", algos, index=algos.index(app_algo) if app_algo in algos else 0, key="wm_algo")
 
 left, right = st.columns(2)
 with left:
     st.markdown("**r1** (cached)")
     st.text_area("r1 prompt (words)", key="wm_r1_prompt", height=90)
-    st.text_input("r1 cache salt", key="wm_r1_salt")
-    st.text_input("r1 LoRA name", key="wm_r1_lora")
+    salt, lora = st.columns(2)
+    salt.text_input("r1 cache salt", key="wm_r1_salt")
+    lora.text_input("r1 LoRA name", key="wm_r1_lora")
 with right:
     st.markdown("**r2** (looked up)")
     st.text_area("r2 prompt (words)", key="wm_r2_prompt", height=90)
-    st.text_input("r2 cache salt", key="wm_r2_salt")
-    st.text_input("r2 LoRA name", key="wm_r2_lora")
+    salt, lora = st.columns(2)
+    salt.text_input("r2 cache salt", key="wm_r2_salt")
+    lora.text_input("r2 LoRA name", key="wm_r2_lora")
 
 state = st.session_state
 try:
@@ -114,7 +122,7 @@ except PrefixLabError as err:
 
 explanation = explain(result)
 verdict = st.success if result.num_hit_blocks else st.warning
-verdict(f"**{explanation.headline}**")
+verdict(f"#### {explanation.headline}")  # big enough to read from the back of a room
 st.markdown("\n".join(f"- {reason}" for reason in explanation.reasons))
 
 diff = result.first_diff_token

@@ -29,6 +29,17 @@ def _clip(text: str, limit: int = MAX_TOKEN_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _block_label(index: int, label: str | None, block_size: int, physical_id: int | None = None) -> str:
+    """``block 3 · 1a2b3c4d``; blocks of one or two tokens are too narrow for more than a few hex digits.
+
+    With ``physical_id``: ``block 3 → #17 · 1a2b3c4d`` (logical block 3 lives in physical block 17).
+    """
+    if block_size < 3:
+        return (label or "")[:4] if label else "—"
+    name = f"<b>block {index}</b>" + (f" → #{physical_id}" if physical_id is not None else "")
+    return f"{name} · {label}" if label else f"{name} · never hashed"
+
+
 def num_blocks(num_tokens: int, block_size: int) -> int:
     """Blocks needed for ``num_tokens`` tokens (the last one may be partial)."""
     return -(-num_tokens // block_size)
@@ -43,9 +54,9 @@ def token_blocks_figure(
     hover_hashes: Sequence[str | None] | None = None,
     marked_tokens: Collection[int] = (),
     title: str | None = None,
-    tokens_per_row: int = 16,
+    tokens_per_row: int = 12,
     physical_ids: Sequence[int | None] | None = None,
-    max_token_chars: int = MAX_TOKEN_CHARS,
+    max_token_chars: int | None = None,
 ) -> go.Figure:
     """Draw a request's tokens as blocks.
 
@@ -60,7 +71,7 @@ def token_blocks_figure(
         tokens_per_row: wrap after this many tokens (whole blocks per row, at least one).
         physical_ids: the physical KV block backing each logical block (``None``: no slot yet),
             drawn as ``block 2 → #17``; the Playground passes them, the hash pages do not.
-        max_token_chars: clip token texts to this many characters (narrow cells need fewer).
+        max_token_chars: clip token texts to this many characters (default: by block size).
 
     Raises ``ValueError`` when ``states`` does not have one entry per block.
     """
@@ -73,11 +84,9 @@ def token_blocks_figure(
     if unknown:
         raise ValueError(f"Unknown block state(s) {unknown}; use {list(BLOCK_STATES)}.")
     labels = list(hash_labels) if hash_labels is not None else [None] * n_blocks
-    physical = list(physical_ids) if physical_ids is not None else [None] * n_blocks
-
-    def block_name(b: int) -> str:
-        return f"<b>block {b}</b> → #{physical[b]}" if physical[b] is not None else f"<b>block {b}</b>"
     hovers = list(hover_hashes) if hover_hashes is not None else labels
+    physical = list(physical_ids) if physical_ids is not None else [None] * n_blocks
+    clip_at = max_token_chars or (6 if block_size <= 2 else MAX_TOKEN_CHARS)
 
     blocks_per_row = max(1, tokens_per_row // block_size)
     row_width = blocks_per_row * block_size + (blocks_per_row - 1) * BLOCK_GAP
@@ -118,7 +127,7 @@ def token_blocks_figure(
             x=[cell_x(p) + 0.5 for p in range(len(tokens_text))],
             y=[row_y(p // block_size) for p in range(len(tokens_text))],
             mode="text",
-            text=[_clip(t, max_token_chars) for t in tokens_text],
+            text=[_clip(t, clip_at) for t in tokens_text],
             textfont=dict(color=[_TEXT_ON[states[p // block_size]] for p in range(len(tokens_text))]),
             hovertext=[f"token {p}: {t!r} (block {p // block_size})" for p, t in enumerate(tokens_text)],
             hoverinfo="text",
@@ -132,10 +141,7 @@ def token_blocks_figure(
             y=[row_y(b) + 0.82 for b in range(n_blocks)],
             mode="text",
             textposition="middle right",
-            text=[
-                f"{block_name(b)} · {labels[b]}" if labels[b] else f"{block_name(b)} · never hashed"
-                for b in range(n_blocks)
-            ],
+            text=[_block_label(b, labels[b], block_size, physical[b]) for b in range(n_blocks)],
             hovertext=[
                 f"block {b}: tokens {b * block_size}-{min(len(tokens_text), (b + 1) * block_size) - 1}<br>"
                 + (f"physical KV block #{physical[b]}<br>" if physical[b] is not None else "")

@@ -22,6 +22,7 @@ from tests.e2e.harness import (
     launch_chromium,
     open_page,  # noqa: F401  (re-exported: tests call open_page(page, url))
     start_streamlit,
+    track_page_errors,
 )
 
 
@@ -74,8 +75,7 @@ def page(browser) -> Iterator[object]:  # type: ignore[no-untyped-def]
     """A fresh 1280x800 tab; the test fails on any page error or Streamlit exception box."""
     context = browser.new_context(viewport=VIEWPORT)
     tab = context.new_page()
-    page_errors: list[str] = []
-    tab.on("pageerror", lambda error: page_errors.append(str(error)))
+    page_errors = track_page_errors(tab)
     yield tab
     shown = exception_texts(tab) if not tab.is_closed() else []
     context.close()

@@ -109,9 +109,20 @@ def exception_texts(page) -> list[str]:  # type: ignore[no-untyped-def]
     return [e.inner_text() for e in page.query_selector_all("[data-testid=stException]")]
 
 
+def track_page_errors(page) -> list[str]:  # type: ignore[no-untyped-def]
+    """Record every uncaught JavaScript error of ``page`` (``open_page`` then fails on them)."""
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.prefixlab_page_errors = errors
+    return errors
+
+
 def assert_no_exceptions(page) -> None:  # type: ignore[no-untyped-def]
+    """Fail on an ``stException`` box, or on a page error recorded by :func:`track_page_errors`."""
     shown = exception_texts(page)
     assert not shown, f"Streamlit showed exceptions at {page.url}: {shown}"
+    page_errors = getattr(page, "prefixlab_page_errors", [])
+    assert not page_errors, f"JavaScript errors at {page.url}: {page_errors}"
 
 
 def open_page(page, url: str, timeout_ms: int = 60_000) -> None:  # type: ignore[no-untyped-def]
