@@ -1,0 +1,109 @@
+"""Compare: one workload under caching off / vLLM / classic, and TTFT on the real model.
+
+Thin page: widgets -> ui.compare_logic (simulator runs, or a timed real-model loop) ->
+viz.compare figures -> render. The simulator part is instant; the real-model part runs
+only when its button is pressed, and keeps its numbers in the session.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# `streamlit run pages/compare.py` puts pages/ on sys.path, not the repo root.
+ROOT = str(Path(__file__).resolve().parents[1])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import pandas as pd  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from engine.errors import PrefixLabError  # noqa: E402
+from engine.scenario_library import BUILTIN_SCENARIOS, builtin_titles  # noqa: E402
+from ui.compare_logic import TraceSpec, compare_scenario, compare_trace, measure_ttft  # noqa: E402
+from ui.playground_logic import TUTOR, build_prompt  # noqa: E402
+from viz.compare import PolicyResult, policy_figure, speedup, ttft_figure  # noqa: E402
+
+PLOT_CONFIG = {"displayModeBar": False}
+TRACE = "generated"
+TTFT_QUESTIONS = ("What is a KV cache?", "Why split prompts into blocks?", "What is the free queue for?")
+
+
+def results_table(results: list[PolicyResult]) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "setting": r.label, "requests": r.requests, "prompt tokens": r.prompt_tokens,
+        "tokens hit": r.hit_tokens, "hit rate": f"{r.hit_rate:.0%}", "prefill tokens computed": r.prefill_computed,
+        "evictions": r.evictions,
+    } for r in results])
+
+
+def workload_results() -> list[PolicyResult] | None:
+    """Widgets for the workload; returns the three runs (None when the workload is invalid)."""
+    titles = {TRACE: "Generated trace (shared prefixes, small pool)", **builtin_titles()}
+    source = st.selectbox("Workload", list(titles), format_func=titles.get, key="cmp_source")
+    if source != TRACE:
+        st.caption("A built-in scenario from the lab, with its own pool and block size.")
+        return compare_scenario(BUILTIN_SCENARIOS[source])
+    c = st.columns(5)
+    spec = TraceSpec(
+        num_requests=int(c[0].number_input("Requests", 1, 500, 40, key="cmp_requests")),
+        num_prefixes=int(c[1].number_input("Shared prefixes", 1, 20, 4, key="cmp_prefixes",
+                                           help="Popular prefixes come back more often (Zipf-like)")),
+        num_blocks=int(c[2].number_input("Pool (blocks)", 4, 256, 16, key="cmp_blocks",
+                                         help="Incl. the null block 0. Small pools force evictions.")),
+        concurrency=int(c[3].number_input("Requests at once", 1, 8, 2, key="cmp_concurrency")),
+        seed=int(c[4].number_input("Seed", 0, 10_000, 0, key="cmp_seed")),
+    )
+    st.caption(f"Each request: one of {spec.num_prefixes} prefixes ({spec.prefix_blocks} blocks of {spec.block_size} "
+               f"tokens) + {spec.suffix_tokens} tokens of its own + {spec.output_tokens} generated. Simulator back end.")
+    try:
+        return compare_trace(spec)
+    except (PrefixLabError, RuntimeError) as exc:
+        st.error(f"This trace cannot run: {exc}")
+        return None
+
+
+def ttft_section() -> None:
+    st.subheader("Time to first token on the real model")
+    st.caption(f"{len(TTFT_QUESTIONS)} questions behind one long system prompt, each sent alone (one generated token), "
+               "on two fresh engines sharing the loaded SmolLM2: caching off and caching on, taking turns. "
+               "Request 1 cannot hit; from request 2 on, the system prompt's blocks come from the cache.")
+    if st.button("Measure TTFT", icon=":material/timer:", type="primary", key="cmp_measure"):
+        from ui.model import session_engine, shared_model  # imports torch: only when asked
+
+        bar = st.progress(0.0, text="Loading the model…")
+        try:
+            loaded = shared_model(progress=lambda f, m: bar.progress(min(1.0, f), text=m))
+            prompts = [build_prompt("chat", q, TUTOR) for q in TTFT_QUESTIONS]
+            st.session_state["cmp_ttft"] = measure_ttft(
+                lambda caching: session_engine(loaded, enable_prefix_caching=caching, kv_mib=16),
+                prompts, progress=lambda f, m: bar.progress(min(1.0, f), text=f"Measuring: {m}"),
+            )
+        except PrefixLabError as exc:
+            st.error(f"The measurement could not run: {exc}")
+        bar.empty()
+    samples = st.session_state.get("cmp_ttft")
+    if not samples:
+        st.info("Press **Measure TTFT** (a few seconds on a CPU).")
+        return
+    st.plotly_chart(ttft_figure(samples), key="cmp_ttft_fig", config=PLOT_CONFIG, theme=None)
+    ratio = speedup(samples)
+    on = [s for s in samples if s.caching and s.request > 1]
+    if ratio is not None and on:
+        st.markdown(f"From request 2 on, caching skipped **{on[0].cached_tokens} of {on[0].prompt_tokens}** prompt tokens "
+                    f"and the first token came **{ratio:.1f}× sooner** on average.")
+
+
+def main() -> None:
+    st.title("Compare")
+    st.caption("The same requests under three cache settings. vLLM (≥0.24) puts freed blocks without a hash at the "
+               "head of the free queue, so cached blocks live longer; classic (≤0.23) appends every freed block "
+               "to the tail.")
+    results = workload_results()
+    if results:
+        st.plotly_chart(policy_figure(results), key="cmp_policy_fig", config=PLOT_CONFIG, theme=None)
+        st.dataframe(results_table(results), hide_index=True)
+    ttft_section()
+
+
+main()

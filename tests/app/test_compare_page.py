@@ -1,0 +1,62 @@
+"""The Compare page in AppTest: simulator bars per workload, TTFT on the real model (slow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = str(ROOT / "pages" / "compare.py")
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_file(PAGE, default_timeout=180).run()
+    assert not app.exception, app.exception
+    return app
+
+
+def chart(at: AppTest, title_part: str) -> dict:
+    for c in at.get("plotly_chart"):
+        fig = json.loads(c.proto.spec)
+        if title_part in ((fig["layout"].get("title") or {}).get("text") or ""):
+            return fig
+    raise AssertionError(f"no chart titled {title_part!r}")
+
+
+def test_generated_trace_shows_three_settings(at: AppTest) -> None:
+    fig = chart(at, "three cache settings")
+    rate = fig["data"][0]
+    assert rate["x"] == ["caching off", "vLLM (≥0.24)", "classic (≤0.23)"]
+    assert rate["y"][0] == 0 and rate["y"][1] > rate["y"][2] > 0
+    table = at.dataframe[0].value
+    assert list(table["setting"]) == rate["x"]
+
+
+def test_bigger_pool_raises_the_hit_rate(at: AppTest) -> None:
+    before = chart(at, "three cache settings")["data"][0]["y"][1]
+    at.number_input(key="cmp_blocks").set_value(64).run()
+    assert not at.exception
+    assert chart(at, "three cache settings")["data"][0]["y"][1] > before
+
+
+def test_builtin_scenario(at: AppTest) -> None:
+    at.selectbox(key="cmp_source").set_value("design-doc").run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert list(table["evictions"]) == [0, 0, 1]
+
+
+@pytest.mark.slow
+def test_ttft_on_the_real_model(at: AppTest) -> None:
+    assert "Measure TTFT" in at.info[0].value
+    at.button(key="cmp_measure").click().run()
+    assert not at.exception, at.exception
+    fig = chart(at, "Time to first token")
+    off, on = fig["data"]
+    assert len(off["y"]) == len(on["y"]) == 3
+    assert on["customdata"][0][0] == 0 and on["customdata"][1][0] > 0  # request 2 hit the system prompt
+    assert "sooner" in "\n".join(m.value for m in at.markdown)

@@ -1,0 +1,143 @@
+"""The Compare page's logic without Streamlit: one workload, several cache settings, numbers out.
+
+A workload is played on the simulator (instant) once per setting: caching off, the vLLM free
+rule, the classic free rule. Each run reports what the prefix cache saved. The real-model
+timing (TTFT with caching on vs off) lives here too, as a plain loop with a progress callback.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from engine.config import EngineConfig
+from engine.events import BlockRemoved
+from engine.llm_engine import LLMEngine
+from engine.request import SamplingParams
+from engine.scenario import DEFAULT_BLOCK_SIZE, DEFAULT_NUM_BLOCKS, _play, parse_scenario
+from viz.compare import PolicyResult, TtftSample
+
+#: (key, label, enable_prefix_caching, free_policy), in the order the charts show them.
+SETTINGS: tuple[tuple[str, str, bool, str], ...] = (
+    ("off", "caching off", False, "vllm"),
+    ("vllm", "vLLM (≥0.24)", True, "vllm"),
+    ("classic", "classic (≤0.23)", True, "classic"),
+)
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """A generated trace: requests that start with one of a few shared prefixes.
+
+    Popular prefixes come back often (a Zipf-like choice), each request adds its own
+    suffix, and a small pool forces evictions, so the free rule decides what survives.
+    """
+
+    num_requests: int = 40
+    num_prefixes: int = 4
+    prefix_blocks: int = 3
+    suffix_tokens: int = 5  # with the output, leaves a partial tail block: where the free rules differ
+    output_tokens: int = 3
+    concurrency: int = 2  # requests added together before running them to completion
+    block_size: int = 4
+    num_blocks: int = 16
+    seed: int = 0
+
+
+def generate_trace(spec: TraceSpec) -> list[list[int]]:
+    """Token-id prompts for ``spec`` (deterministic for a seed)."""
+    rng = random.Random(spec.seed)
+    prefix_len = spec.prefix_blocks * spec.block_size
+    prefixes = [[100 * (p + 1) + i for i in range(prefix_len)] for p in range(spec.num_prefixes)]
+    weights = [1 / (rank + 1) for rank in range(spec.num_prefixes)]
+    prompts = []
+    for n in range(spec.num_requests):
+        prefix = rng.choices(prefixes, weights)[0]
+        suffix = [20_000 + n * 64 + i for i in range(spec.suffix_tokens)]  # unique per request
+        prompts.append(prefix + suffix)
+    return prompts
+
+
+def _result(key: str, label: str, engine: LLMEngine) -> PolicyResult:
+    stats = engine.kv_cache_manager.prefix_cache_stats
+    events = engine.kv_cache_manager.events.events
+    return PolicyResult(
+        key=key, label=label,
+        prompt_tokens=sum(m.num_prompt_tokens for m in engine.metrics.values()),
+        hit_tokens=stats.hits,  # as vLLM counts: re-hits after a preemption are not reuse
+        prefill_computed=sum(m.num_computed_prefill_tokens for m in engine.metrics.values()),
+        evictions=sum(len(e.block_ids) for e in events if isinstance(e, BlockRemoved)),
+        requests=len(engine.metrics),
+    )
+
+
+def _engine(caching: bool, policy: str, num_blocks: int, block_size: int, **extra: int) -> LLMEngine:
+    return LLMEngine(EngineConfig(backend="simulator", num_blocks=num_blocks, block_size=block_size,
+                                  enable_prefix_caching=caching, free_policy=policy, **extra))
+
+
+def compare_trace(spec: TraceSpec) -> list[PolicyResult]:
+    """Play the generated trace under every setting."""
+    prompts = generate_trace(spec)
+    results = []
+    for key, label, caching, policy in SETTINGS:
+        engine = _engine(caching, policy, spec.num_blocks, spec.block_size)
+        params = SamplingParams(max_tokens=spec.output_tokens)
+        for start in range(0, len(prompts), spec.concurrency):
+            for prompt in prompts[start:start + spec.concurrency]:
+                engine.add_request(prompt, params)
+            while engine.has_unfinished_requests():
+                engine.step()
+        results.append(_result(key, label, engine))
+    return results
+
+
+def compare_scenario(text: str, num_blocks: int | None = None, block_size: int | None = None) -> list[PolicyResult]:
+    """Play a scenario (lab syntax) under every setting; sizes default to the scenario's own.
+
+    Raises :class:`~engine.scenario.ScenarioError` for a scenario that does not parse.
+    """
+    scenario = parse_scenario(text)
+    blocks = num_blocks or scenario.num_blocks or DEFAULT_NUM_BLOCKS
+    size = block_size or scenario.block_size or DEFAULT_BLOCK_SIZE
+    extra = {k: v for k, v in (("max_num_batched_tokens", scenario.max_num_batched_tokens),
+                               ("max_num_seqs", scenario.max_num_seqs)) if v is not None}
+    results = []
+    for key, label, caching, policy in SETTINGS:
+        engine = _engine(caching, policy, blocks, size, **extra)
+        for action in scenario.actions:
+            _play(engine, action)  # the lab's own player, so both pages run a scenario the same way
+        results.append(_result(key, label, engine))
+    return results
+
+
+def measure_ttft(
+    make_engine: Callable[[bool], LLMEngine],
+    prompts: Sequence[object],
+    progress: Callable[[float, str], None] | None = None,
+) -> list[TtftSample]:
+    """TTFT of each prompt with caching off and on, on two fresh engines, taking turns.
+
+    Each prompt runs alone (one token, greedy), so TTFT is its prefill. A warm-up request
+    first keeps one-off start-up costs out of the numbers.
+    """
+    engines = {False: make_engine(False), True: make_engine(True)}
+    params = SamplingParams(max_tokens=1)
+    for engine in engines.values():
+        engine.generate(["Hello"], params)  # warm-up (a different prompt: it shares no block)
+    samples: list[TtftSample] = []
+    total = 2 * len(prompts)
+    for index, prompt in enumerate(prompts):
+        for caching in (False, True):
+            if progress is not None:
+                progress(len(samples) / total, f"request {index + 1} of {len(prompts)}, caching {'on' if caching else 'off'}")
+            out = engines[caching].generate([prompt], params)[0]
+            metrics = out.metrics
+            samples.append(TtftSample(
+                request=index + 1, caching=caching, ttft_s=metrics.ttft or 0.0,
+                cached_tokens=metrics.num_cached_tokens, prompt_tokens=metrics.num_prompt_tokens,
+            ))
+    if progress is not None:
+        progress(1.0, "done")
+    return samples

@@ -1,0 +1,115 @@
+"""Compare figures: the same workload under cache off / vLLM / classic, and TTFT on the real model.
+
+Pure functions from plain records to Plotly bar charts; the colours come from
+:mod:`viz.theme` so "grey = nothing reused, green = served from the cache" holds here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.theme import STATE_COLORS, base_layout
+
+#: One colour per setting: caching off is grey (nothing reused), the two free rules use the
+#: palette's two "cached" colours (in use, and free-but-still-cached).
+SETTING_COLORS: dict[str, str] = {
+    "off": STATE_COLORS["partial"],
+    "vllm": STATE_COLORS["hit"],
+    "classic": STATE_COLORS["cached_free"],
+}
+TTFT_COLORS: dict[bool, str] = {False: STATE_COLORS["partial"], True: STATE_COLORS["hit"]}
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """What one cache setting did with a workload (token counts over all its requests)."""
+
+    key: str  # "off" | "vllm" | "classic"
+    label: str
+    prompt_tokens: int
+    hit_tokens: int  # prompt tokens served from the cache
+    prefill_computed: int  # prompt tokens run through the model (recomputation included)
+    evictions: int
+    requests: int
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+@dataclass(frozen=True)
+class TtftSample:
+    """Time to first token of one request, with caching on or off."""
+
+    request: int  # 1-based position in the workload
+    caching: bool
+    ttft_s: float
+    cached_tokens: int
+    prompt_tokens: int
+
+
+def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same workload, three cache settings") -> go.Figure:
+    """Two bar panels: token hit rate (%) and prefill tokens computed, one bar per setting."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=("Prompt tokens served from the cache", "Prefill tokens computed"))
+    labels = [r.label for r in results]
+    colors = [SETTING_COLORS.get(r.key, STATE_COLORS["computed"]) for r in results]
+    fig.add_trace(go.Bar(
+        name="hit rate", x=labels, y=[100 * r.hit_rate for r in results], marker_color=colors,
+        text=[f"{100 * r.hit_rate:.0f}%" for r in results], textposition="outside", cliponaxis=False,
+        customdata=[[r.hit_tokens, r.prompt_tokens] for r in results],
+        hovertemplate="%{x}: %{customdata[0]} of %{customdata[1]} prompt tokens hit<extra></extra>",
+    ), row=1, col=1)
+    fig.add_trace(go.Bar(
+        name="prefill computed", x=labels, y=[r.prefill_computed for r in results], marker_color=colors,
+        text=[f"{r.prefill_computed:,}" for r in results], textposition="outside", cliponaxis=False,
+        customdata=[[r.evictions] for r in results],
+        hovertemplate="%{x}: %{y:,} tokens computed, %{customdata[0]} evictions<extra></extra>",
+    ), row=1, col=2)
+    top_rate = max([100 * r.hit_rate for r in results] + [10])
+    top_tokens = max([r.prefill_computed for r in results] + [1])
+    fig.update_yaxes(title_text="% of prompt tokens", range=[0, min(100, top_rate * 1.25) if top_rate < 80 else 110], row=1, col=1)
+    fig.update_yaxes(title_text="tokens", range=[0, top_tokens * 1.2], row=1, col=2)
+    fig.update_yaxes(gridcolor="#eceff1")
+    fig.update_layout(**base_layout(
+        title=dict(text=title, x=0.01, xanchor="left") if title else None,
+        height=400, margin=dict(l=10, r=10, t=90 if title else 50, b=10), bargap=0.35,
+    ))
+    return fig
+
+
+def ttft_figure(samples: Sequence[TtftSample], title: str | None = "Time to first token on the real model") -> go.Figure:
+    """Grouped bars per request: caching off (grey) next to caching on (green), in milliseconds."""
+    fig = go.Figure()
+    for caching in (False, True):
+        rows = [s for s in samples if s.caching == caching]
+        fig.add_trace(go.Bar(
+            name="caching on" if caching else "caching off",
+            x=[f"request {s.request}" for s in rows], y=[1000 * s.ttft_s for s in rows],
+            marker_color=TTFT_COLORS[caching],
+            text=[f"{1000 * s.ttft_s:.0f} ms" for s in rows], textposition="outside", cliponaxis=False,
+            customdata=[[s.cached_tokens, s.prompt_tokens] for s in rows],
+            hovertemplate="%{x}: %{y:.0f} ms, %{customdata[0]} of %{customdata[1]} prompt tokens cached<extra></extra>",
+        ))
+    top = max([1000 * s.ttft_s for s in samples] + [1])
+    fig.update_yaxes(title_text="TTFT (ms)", range=[0, top * 1.2], gridcolor="#eceff1")
+    fig.update_layout(**base_layout(
+        title=dict(text=title, x=0.01, xanchor="left") if title else None,
+        barmode="group", showlegend=True, legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
+        height=380, margin=dict(l=10, r=10, t=90 if title else 40, b=10), bargap=0.3,
+    ))
+    return fig
+
+
+def speedup(samples: Sequence[TtftSample]) -> float | None:
+    """Mean TTFT with caching off / with caching on, over the requests after the first (which cannot hit)."""
+    later = [s for s in samples if s.request > 1]
+    off = [s.ttft_s for s in later if not s.caching]
+    on = [s.ttft_s for s in later if s.caching]
+    if not off or not on or sum(on) == 0:
+        return None
+    return (sum(off) / len(off)) / (sum(on) / len(on))
