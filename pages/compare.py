@@ -22,6 +22,7 @@ from engine.errors import PrefixLabError  # noqa: E402
 from engine.scenario_library import BUILTIN_SCENARIOS, builtin_titles  # noqa: E402
 from ui.compare_logic import TraceSpec, compare_scenario, compare_trace, measure_ttft  # noqa: E402
 from ui.playground_logic import TUTOR, build_prompt  # noqa: E402
+from ui.settings import current_settings  # noqa: E402
 from viz.compare import PolicyResult, policy_figure, speedup, ttft_figure  # noqa: E402
 
 PLOT_CONFIG = {"displayModeBar": False}
@@ -42,8 +43,13 @@ def workload_results() -> list[PolicyResult] | None:
     titles = {TRACE: "Generated trace (shared prefixes, small pool)", **builtin_titles()}
     source = st.selectbox("Workload", list(titles), format_func=titles.get, key="cmp_source")
     if source != TRACE:
-        st.caption("A built-in scenario from the lab, with its own pool and block size.")
-        return compare_scenario(BUILTIN_SCENARIOS[source])
+        settings = current_settings()
+        st.caption("A built-in scenario from the lab, with its own pool and block size unless the sidebar sets them.")
+        try:
+            return compare_scenario(BUILTIN_SCENARIOS[source], settings.num_blocks, settings.block_size)
+        except (PrefixLabError, RuntimeError) as exc:
+            st.error(f"This scenario cannot be played with the current settings. {exc}")
+            return None
     c = st.columns(5)
     spec = TraceSpec(
         num_requests=int(c[0].number_input("Requests", 1, 500, 40, key="cmp_requests")),

@@ -74,10 +74,11 @@ def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same wor
     top_tokens = max([r.prefill_computed for r in results] + [1])
     fig.update_yaxes(title_text="% of prompt tokens", range=[0, min(100, top_rate * 1.25) if top_rate < 80 else 110], row=1, col=1)
     fig.update_yaxes(title_text="tokens", range=[0, top_tokens * 1.2], row=1, col=2)
-    fig.update_yaxes(gridcolor="#eceff1")
+    fig.update_yaxes(gridcolor="#eceff1", automargin=True)
+    fig.update_xaxes(automargin=True)
     fig.update_layout(**base_layout(
         title=dict(text=title, x=0.01, xanchor="left") if title else None,
-        height=400, margin=dict(l=10, r=10, t=90 if title else 50, b=10), bargap=0.35,
+        height=420, margin=dict(l=70, r=20, t=100 if title else 60, b=60), bargap=0.35,
     ))
     return fig
 
@@ -96,11 +97,12 @@ def ttft_figure(samples: Sequence[TtftSample], title: str | None = "Time to firs
             hovertemplate="%{x}: %{y:.0f} ms, %{customdata[0]} of %{customdata[1]} prompt tokens cached<extra></extra>",
         ))
     top = max([1000 * s.ttft_s for s in samples] + [1])
-    fig.update_yaxes(title_text="TTFT (ms)", range=[0, top * 1.2], gridcolor="#eceff1")
+    fig.update_yaxes(title_text="TTFT (ms)", range=[0, top * 1.2], gridcolor="#eceff1", automargin=True)
+    fig.update_xaxes(automargin=True)
     fig.update_layout(**base_layout(
         title=dict(text=title, x=0.01, xanchor="left") if title else None,
         barmode="group", showlegend=True, legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
-        height=380, margin=dict(l=10, r=10, t=90 if title else 40, b=10), bargap=0.3,
+        height=400, margin=dict(l=70, r=20, t=100 if title else 50, b=50), bargap=0.3,
     ))
     return fig
 

@@ -60,3 +60,10 @@ def test_ttft_on_the_real_model(at: AppTest) -> None:
     assert len(off["y"]) == len(on["y"]) == 3
     assert on["customdata"][0][0] == 0 and on["customdata"][1][0] > 0  # request 2 hit the system prompt
     assert "sooner" in "\n".join(m.value for m in at.markdown)
+
+
+def test_a_pool_too_small_for_the_scenario_shows_the_engines_message(at: AppTest) -> None:
+    at.session_state["cfg_num_blocks"] = 3  # the shared sidebar's pool size
+    at.selectbox(key="cmp_source").set_value("design-doc").run()
+    assert not at.exception
+    assert "needs 17 KV slots" in at.error[0].value
