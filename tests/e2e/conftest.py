@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test in this folder drives a real browser: mark it e2e."""
     here = Path(__file__).parent
     for item in items:
-        if Path(str(item.fspath)).is_relative_to(here):
+        if item.path.is_relative_to(here):
             item.add_marker(pytest.mark.e2e)
 
 
