@@ -7,7 +7,6 @@ Every ``page`` fails its test on a JavaScript page error or an ``stException`` e
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -61,7 +60,7 @@ def app_url(request: pytest.FixtureRequest, streamlit_servers: Callable[[str], S
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+    if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium) for e2e tests")
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
     with sync_api.sync_playwright() as playwright:
