@@ -155,6 +155,9 @@ m2.metric("hashes that differ from r1", len(changed))
 m3.metric("blocks r2 hits", result.num_hit_blocks)
 
 notes = []
+if how == "r1 with one token edited":
+    before, after = result.cached.tokens_text[edit_pos], result.probe.tokens_text[edit_pos]
+    notes.append(f"r2 is r1 with token {edit_pos} changed from {before!r} to {after!r}: it sits in block {edit_pos // block_size}.")
 if changed:
     notes.append(
         f"Hashes differ from r1 from block {changed[0]} on ({len(changed)} of {num_full}): "

@@ -20,7 +20,7 @@ import streamlit as st  # noqa: E402
 from engine.errors import PrefixLabError  # noqa: E402
 from engine.hashing import HASH_FUNCTIONS  # noqa: E402
 from engine.miss_explainer import explain  # noqa: E402
-from engine.prefix_probe import ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache  # noqa: E402
+from engine.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache  # noqa: E402
 from viz.hash_chain import short  # noqa: E402
 from viz.theme import STATE_COLORS  # noqa: E402
 from viz.tokens import token_blocks_figure  # noqa: E402
@@ -54,6 +54,15 @@ def block_states(trace: RequestTrace, is_probe: bool) -> list[str]:
         "partial" if not b.is_full else "hit" if is_probe and b.hit_block_id is not None else "computed"
         for b in trace.blocks
     ]
+
+
+def block_label(block: BlockTrace, is_probe: bool) -> str | None:
+    """Short hash above a block; r2's blocks that were cached but not used say so."""
+    if not block.is_full:
+        return None
+    if is_probe and block.in_table and block.hit_block_id is None:
+        return f"{short(block.block_hash)} · cached, not used"
+    return short(block.block_hash)
 
 
 def hash_table(result: ProbeResult) -> pd.DataFrame:
@@ -133,13 +142,16 @@ for trace, is_probe, title in (
     st.plotly_chart(
         token_blocks_figure(
             trace.tokens_text, block_size, block_states(trace, is_probe),
-            [short(b.block_hash) if b.is_full else None for b in trace.blocks],
+            [block_label(b, is_probe) for b in trace.blocks],
             hover_hashes=[b.block_hash.hex() if b.block_hash else None for b in trace.blocks],
             marked_tokens={diff} if diff is not None else set(), title=title,
         ),
         key=f"wm_tokens_{trace.request_id}", config={"displayModeBar": False}, theme=None,
     )
-st.caption("Pink outline: the first token that differs between r1 and r2.")
+st.caption(
+    "Pink outline: the first token that differs between r1 and r2." if diff is not None
+    else "r1 and r2 have the same tokens: nothing is outlined."
+)
 
 st.subheader("Block hashes side by side")
 table = hash_table(result)

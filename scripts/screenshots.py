@@ -20,6 +20,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.e2e.harness import (  # noqa: E402
+    CHROMIUM,
     VIEWPORT,
     launch_chromium,
     nav_pages,
@@ -65,6 +66,9 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="output folder")
     parser.add_argument("--full-height", action="store_true", help="capture the whole page, not just 1280x800")
     args = parser.parse_args()
+    if not Path(CHROMIUM).exists():
+        print(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium).", file=sys.stderr)
+        return 2
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from viz.theme import STATE_COLORS
 
 LAB_CSS = f"""<style>
-[data-testid=stMainBlockContainer] {{ padding-top: 2.2rem; }}
+[data-testid=stMainBlockContainer] {{ padding-top: 3.2rem; }}
 .lab-title {{ font-size: 1.6rem; font-weight: 700; line-height: 1.2; white-space: nowrap; }}
 .lab-card {{ border-left: 6px solid {STATE_COLORS["in_use"]}; background: #f5f7fa; padding: 10px 14px;
             border-radius: 4px; font-size: 1.08rem; margin-bottom: 6px; }}

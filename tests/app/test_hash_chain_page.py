@@ -44,6 +44,7 @@ def test_default_edit_changes_every_later_hash(at: AppTest) -> None:
     assert [c == STATE_COLORS["highlight"] for c in lines] == [False, False, True, True, True, False]
     assert "vllm-none-hash" in at.info[0].value and "fixed default for sha256" in at.info[0].value
     assert any("from block 2 on (3 of 5)" in m.value for m in at.markdown)
+    assert any("token 11 changed from 'dog' to 'cat': it sits in block 2" in m.value for m in at.markdown)
     assert any("partial block is never hashed" in m.value for m in at.markdown)
 
 

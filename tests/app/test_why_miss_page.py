@@ -65,6 +65,13 @@ def test_presets(at: AppTest, preset: str, expected: str) -> None:
     assert not at.exception and expected in headline(at)
 
 
+def test_last_token_block_is_labelled_cached_but_not_used(at: AppTest) -> None:
+    at.selectbox(key="wm_preset").set_value("Identical prompts (last-token rule)").run()
+    labels = figures(at)[1]["data"][1]["text"]
+    assert labels[2].endswith("· cached, not used") and "cached" not in labels[1]
+    assert any("nothing is outlined" in c.value for c in at.caption)
+
+
 def test_salt_differences_show_in_the_extra_keys_column(at: AppTest) -> None:
     at.text_input(key="wm_r2_salt").set_value("bob").run()
     assert "hit 0 blocks" in headline(at)

@@ -7,7 +7,6 @@ Every ``page`` fails its test on a JavaScript page error or an ``stException`` e
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -30,7 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test in this folder drives a real browser: mark it e2e."""
     here = Path(__file__).parent
     for item in items:
-        if Path(str(item.fspath)).is_relative_to(here):
+        if item.path.is_relative_to(here):
             item.add_marker(pytest.mark.e2e)
 
 
@@ -61,7 +60,7 @@ def app_url(request: pytest.FixtureRequest, streamlit_servers: Callable[[str], S
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+    if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium) for e2e tests")
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
     with sync_api.sync_playwright() as playwright:

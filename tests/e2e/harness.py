@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("PREFIXLAB_CHROMIUM", "/usr/bin/chromium")  # Debian's chromium
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -141,6 +141,11 @@ def nav_pages(page) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
     links = []
     for link in page.query_selector_all(NAV_LINKS):
         href = link.get_attribute("href")
-        if href and (link.inner_text().strip(), href) not in links:
-            links.append((link.inner_text().strip(), href))
+        # The label without its icon (material icons are spans whose text is the icon's name).
+        label = link.evaluate(
+            "a => { const c = a.cloneNode(true); c.querySelectorAll('[data-testid=stIconMaterial]')"
+            ".forEach(i => i.remove()); return c.textContent.trim(); }"
+        )
+        if href and (label, href) not in links:
+            links.append((label, href))
     return links
