@@ -268,9 +268,9 @@ def main() -> None:
     init_state()
     s = st.session_state
     st.title("Playground")
-    st.caption("Your prompts run on a real model, SmolLM2-135M-Instruct, in PrefixLab's own engine. "
-               "Each browser session has its own engine and KV pool; the weights are shared. The sidebar's block size "
-               "(empty = 16), free policy and hash algorithm apply here too; changing one starts a fresh engine.")
+    st.caption("Your prompts run on a real model, SmolLM2-135M-Instruct, in PrefixLab's own engine: your own engine "
+               "and KV pool, weights shared with everyone. The sidebar's block size (empty = 16), free policy and hash "
+               "algorithm apply here too; changing one starts a fresh engine.")
     load_model_with_progress()
     eng = engine()
     backend = eng.backend
@@ -280,7 +280,7 @@ def main() -> None:
                f"{backend.kv_cache_bytes / 2**20:.0f} MiB of this session's {s['pg_kv_mib']} MiB budget · "
                f"device {backend.device.type}, {str(backend.dtype).removeprefix('torch.')}")
 
-    c1, c2, c3, c4 = st.columns([2.2, 1.2, 1, 1], vertical_alignment="bottom")
+    c1, c2, c3, c4, c5 = st.columns([2.1, 1.25, 0.95, 0.95, 1.05], vertical_alignment="bottom")
     c1.selectbox("Preset", list(PRESETS), key=mirror("pg_preset"), on_change=load_preset,
                  format_func=lambda k: PRESETS[k].title)
     c2.radio("Input", [CHAT, TEXT], key=mirror("pg_mode"), on_change=copy_back("pg_mode"), horizontal=True,
@@ -288,27 +288,28 @@ def main() -> None:
     c3.number_input("Max tokens", 1, 256, key=mirror("pg_max_tokens"), on_change=copy_back("pg_max_tokens"))
     c4.number_input("Temperature", 0.0, 2.0, step=0.1, key=mirror("pg_temperature"), on_change=copy_back("pg_temperature"),
                     help="0 = greedy (the same prompt always gives the same answer)")
+    c5.selectbox("KV pool", KV_BUDGETS, key=mirror("pg_kv_mib"), on_change=copy_back("pg_kv_mib"),
+                 format_func=lambda mib: f"{mib} MiB",
+                 help="This session's KV memory. Changing it starts a fresh engine (empty pool).")
     preset = PRESETS[s["pg_preset"]]
     st.caption(f"**{preset.title}** ({len(preset.inputs)} inputs, next: {min(s['pg_step'] + 1, len(preset.inputs))}) · {preset.note}")
 
     if s["pg_mode"] == CHAT:
-        st.text_area("System prompt", key=mirror("pg_system"), on_change=copy_back("pg_system"), height=100)
-        st.text_area("Your message", key=mirror("pg_message"), on_change=copy_back("pg_message"), height=68)
+        left, right = st.columns([3, 2])
+        left.text_area("System prompt", key=mirror("pg_system"), on_change=copy_back("pg_system"), height=110)
+        right.text_area("Your message", key=mirror("pg_message"), on_change=copy_back("pg_message"), height=110)
         st.toggle("Continue the conversation (re-send earlier turns and answers)", key=mirror("pg_continue"),
                   on_change=copy_back("pg_continue"))
     else:
         st.text_area("Prompt (raw text, no chat template)", key=mirror("pg_text"), on_change=copy_back("pg_text"), height=150)
 
-    b1, b2, b3, b6, b4, b5 = st.columns([0.9, 1.55, 1.35, 1.2, 1.45, 0.85], vertical_alignment="center")
+    b1, b2, b3, b4, b5 = st.columns([0.9, 1.6, 1.4, 1.6, 0.9], vertical_alignment="center")
     b1.button("Send", type="primary", key="pg_send", on_click=on_send, icon=":material/send:", width="stretch")
     b2.button("Send rest of preset", key="pg_send_rest", on_click=on_send_rest, icon=":material/fast_forward:",
               width="stretch", disabled=s["pg_step"] >= len(preset.inputs) - 1,
               help="This input, then every later input of the preset, one after another")
     b3.toggle("Prefix caching", key=mirror("pg_caching"), on_change=copy_back("pg_caching"),
               help="Switching starts a fresh engine (empty pool) with caching on or off")
-    b6.selectbox("KV pool", KV_BUDGETS, key=mirror("pg_kv_mib"), on_change=copy_back("pg_kv_mib"),
-                 format_func=lambda mib: f"KV pool {mib} MiB", label_visibility="collapsed",
-                 help="This session's KV memory. Changing it starts a fresh engine (empty pool).")
     b4.button("Reset prefix cache", key="pg_reset", on_click=on_reset_cache, icon=":material/restart_alt:", width="stretch")
     b5.button("Clear", key="pg_clear", on_click=on_clear, icon=":material/delete:", width="stretch")
     if s["pg_error"]:
