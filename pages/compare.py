@@ -92,7 +92,7 @@ def ttft_section() -> None:
     if not samples:
         st.info("Press **Measure TTFT** (a few seconds on a CPU).")
         return
-    st.plotly_chart(ttft_figure(samples), key="cmp_ttft_fig", config=PLOT_CONFIG, theme=None)
+    st.plotly_chart(ttft_figure(samples, title="Caching off vs on, request by request"), key="cmp_ttft_fig", config=PLOT_CONFIG, theme=None)
     ratio = speedup(samples)
     on = [s for s in samples if s.caching and s.request > 1]
     if ratio is not None and on:

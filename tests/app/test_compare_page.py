@@ -55,7 +55,7 @@ def test_ttft_on_the_real_model(at: AppTest) -> None:
     assert "Measure TTFT" in at.info[0].value
     at.button(key="cmp_measure").click().run()
     assert not at.exception, at.exception
-    fig = chart(at, "Time to first token")
+    fig = chart(at, "Caching off vs on")
     off, on = fig["data"]
     assert len(off["y"]) == len(on["y"]) == 3
     assert on["customdata"][0][0] == 0 and on["customdata"][1][0] > 0  # request 2 hit the system prompt
