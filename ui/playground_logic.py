@@ -66,7 +66,8 @@ PRESETS: dict[str, Preset] = {
         "Multi-turn chat", CHAT,
         ("Give me one sentence about caches.", "Now say it more simply."),
         system="You are a helpful assistant who answers briefly.", continue_chat=True,
-        note="Turn 2 re-sends turn 1 and the model's answer: those blocks (the answer's too) are hits.",
+        note="Turn 2 re-sends turn 1 and the model's answer: every full block of turn 1 is a hit, and so are "
+             "blocks the answer filled (give it more max tokens to see more of them).",
     ),
     "document-qa": Preset(
         "Long document + questions", TEXT,

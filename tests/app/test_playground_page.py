@@ -71,3 +71,13 @@ def test_empty_and_too_long_prompts_show_the_engine_message_and_keep_the_text() 
     assert not at.exception
     assert "exceeds" in at.error[0].value or "KV slots" in at.error[0].value
     assert at.text_area(key="_w_pg_message").value == long_text
+
+
+def test_reset_prefix_cache_and_caching_switch() -> None:
+    at = new_page()
+    at.button(key="pg_reset").click().run()
+    assert not at.exception
+    assert "Prefix cache cleared" in at.info[0].value
+    at.toggle(key="_w_pg_caching").set_value(False).run()
+    assert not at.exception
+    assert at.session_state["pg_engine"].kv_cache_manager.enable_caching is False
