@@ -25,7 +25,15 @@ from ui.model import SESSION_KV_MIB, session_engine, shared_model  # noqa: E402
 from ui.persist import copy_back, mirror  # noqa: E402
 from ui.settings import current_settings  # noqa: E402
 from ui.playground_logic import CHAT, PRESETS, TEXT, RequestView, build_prompt, request_view, token_piece  # noqa: E402
-from viz import block_grid, block_tables_figure, free_queue_figure, hash_table_figure, hit_blocks, legend_html  # noqa: E402
+from viz import (  # noqa: E402
+    block_grid,
+    block_tables_figure,
+    describe_event,
+    free_queue_figure,
+    hash_table_figure,
+    hit_blocks,
+    legend_html,
+)
 from viz.contents import block_contents  # noqa: E402
 from viz.legend import POOL_STATES  # noqa: E402
 from viz.tokens import token_blocks_figure  # noqa: E402
@@ -235,17 +243,23 @@ def show_requests(eng: LLMEngine) -> None:
 
 
 def engine_views(eng: LLMEngine) -> None:
-    """The lab's views of this session's real engine, at its latest event."""
+    """The lab's views of this session's real engine, at its latest event (or one picked on the slider)."""
     events = eng.kv_cache_manager.events.events
-    snap = eng.timeline().state_at(len(events))
     contents = block_contents(events)
 
     def text(token_id: int) -> str:
         return token_piece(eng.tokenizer, token_id)
 
+    pos = len(events)
+    if events:  # a new key per length: the slider jumps to the latest event after every request
+        pos = st.slider("Event", 0, len(events), len(events), key=f"pg_event_{len(events)}",
+                        help="Drag back to see the cache while a request was running (e.g. its block table).")
+        st.markdown(f"**Event {pos}:** " + (describe_event(events[pos - 1], text, contents) if pos else "the empty pool."))
+    snap = eng.timeline().state_at(pos)
+
     stats = eng.kv_cache_manager.prefix_cache_stats
     st.markdown(
-        f"{len(events)} events · in use **{snap.num_blocks - 1 - len(snap.free_queue)}** / {snap.num_blocks - 1} blocks · "
+        f"after event {pos} of {len(events)} · in use **{snap.num_blocks - 1 - len(snap.free_queue)}** / {snap.num_blocks - 1} blocks · "
         f"cached hashes **{len(snap.hash_table)}** · evictions **{snap.num_evictions}** · "
         f"session hit rate **{stats.hit_rate:.0%}** ({stats.hits} of {stats.queries} prompt tokens)"
     )
@@ -258,7 +272,7 @@ def engine_views(eng: LLMEngine) -> None:
                "until an allocation pops them from the head.")
     left, right = st.columns(2, gap="medium")
     with left:
-        st.plotly_chart(block_tables_figure(snap, hits=hit_blocks(events, len(events))), key="pg_tables", config=PLOT_CONFIG)
+        st.plotly_chart(block_tables_figure(snap, hits=hit_blocks(events, pos)), key="pg_tables", config=PLOT_CONFIG)
     with right:
         st.plotly_chart(hash_table_figure(snap, contents=contents, token_text=text), key="pg_hashes", config=PLOT_CONFIG)
 
@@ -324,7 +338,7 @@ def main() -> None:
         st.rerun()
     show_requests(eng)
     st.subheader("Inside the engine")
-    st.caption("The same views as the lab, on this session's real requests, after the latest event.")
+    st.caption("The same views as the lab, on this session's real requests: after the latest event, or any earlier one.")
     engine_views(eng)
 
 

@@ -57,6 +57,14 @@ def test_shared_system_prompt_second_request_hits() -> None:
     # The lab's views of the session engine are on the page too.
     titles = [((json.loads(c.proto.spec)["layout"].get("title") or {}).get("text") or "") for c in at.get("plotly_chart")]
     assert any("Physical KV blocks" in t for t in titles) and any("Free queue" in t for t in titles)
+    # Scrub back to just after req-1 got its blocks: its block table is on screen again.
+    events = at.session_state["pg_engine"].kv_cache_manager.events.events
+    after_alloc = next(i + 1 for i, e in enumerate(events) if e.kind == "allocate" and e.request_id == "req-1")
+    at.slider[0].set_value(after_alloc).run()
+    assert not at.exception, at.exception
+    tables = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                  if "Block tables" in ((json.loads(c.proto.spec)["layout"].get("title") or {}).get("text") or ""))
+    assert any("req-1" in a.get("text", "") for a in tables["layout"].get("annotations", []))
 
 
 def test_empty_and_too_long_prompts_show_the_engine_message_and_keep_the_text() -> None:
