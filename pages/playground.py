@@ -15,6 +15,7 @@ ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+import plotly.graph_objects as go  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from engine.config import EngineConfig  # noqa: E402
@@ -171,7 +172,7 @@ def metrics_line(view: RequestView) -> str:
             f"{m.get('output_tokens')} generated")
 
 
-def blocks_figure(view: RequestView) -> object:
+def blocks_figure(view: RequestView) -> go.Figure:
     first_output = {view.num_prompt_tokens} if len(view.token_text) > view.num_prompt_tokens else set()
     return token_blocks_figure(
         view.token_text, view.block_size, view.states, view.short_hashes, hover_hashes=view.full_hashes,
