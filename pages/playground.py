@@ -88,13 +88,22 @@ def engine() -> LLMEngine:
     return s["pg_engine"]
 
 
+def value(name: str) -> object:
+    """A setting as the user left it: the widget's value when its callback has not copied it back yet
+    (a click on Send right after typing runs before the text box's own callback may have)."""
+    s = st.session_state
+    if "_w_" + name in s:
+        s[name] = s["_w_" + name]
+    return s[name]
+
+
 def submit(text: str) -> bool:
     """Queue one request for ``text`` (the boxes' mode, system prompt and chat history apply)."""
     s = st.session_state
-    history = s["pg_chat"] if s["pg_mode"] == CHAT and s["pg_continue"] else []
+    history = s["pg_chat"] if value("pg_mode") == CHAT and value("pg_continue") else []
     try:
-        prompt = build_prompt(s["pg_mode"], text, s["pg_system"], history)
-        params = SamplingParams(max_tokens=int(s["pg_max_tokens"]), temperature=float(s["pg_temperature"]))
+        prompt = build_prompt(s["pg_mode"], text, str(value("pg_system")), history)
+        params = SamplingParams(max_tokens=int(value("pg_max_tokens")), temperature=float(value("pg_temperature")))
         request_id = engine().add_request(prompt, params)
     except PrefixLabError as exc:  # the engine's own words; the text stays in the box
         s["pg_error"] = str(exc)
@@ -105,8 +114,7 @@ def submit(text: str) -> bool:
 
 
 def current_text() -> str:
-    s = st.session_state
-    return s["pg_message"] if s["pg_mode"] == CHAT else s["pg_text"]
+    return str(value("pg_message") if value("pg_mode") == CHAT else value("pg_text"))
 
 
 def advance_preset(sent: str) -> None:
