@@ -23,8 +23,8 @@ from viz.hash_chain import changed_blocks, hash_chain_figure, lookup_text, short
 
 DEFAULT_PROMPT = "system : you are a helpful tutor . user : my dog ate my homework , what should I do now ?"
 DEFAULT_IDS = "1 2 3 4 5 6 7 8 9 10 11 12 13 14"
-ALGOS = ["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"]
-assert set(ALGOS) == set(HASH_FUNCTIONS)
+MAX_DRAWN_BLOCKS = 32  # one animation frame per block: beyond this the figure gets slow to build and send
+ALGOS = list(HASH_FUNCTIONS)  # sha256, sha256_cbor, xxhash, xxhash_cbor: the engine's own list
 
 
 def session_seed(algo: str) -> tuple[str, str]:
@@ -49,10 +49,12 @@ st.caption(
 )
 
 c1, c2, c3, c4 = st.columns(4)
-app_algo = st.session_state.get("hash_algo", "sha256")  # the app's sidebar setting, if any
+# Defaults from the app's sidebar settings when there are any; this page works without them too.
+app_algo = st.session_state.get("cfg_hash_algo", "sha256")
+app_block_size = st.session_state.get("cfg_block_size") or 4
 algo = c1.selectbox("Hash algorithm", ALGOS, index=ALGOS.index(app_algo) if app_algo in ALGOS else 0, key="hc_algo")
 seed_text = c2.text_input("Seed (blank = default)", key="hc_seed")
-block_size = int(c3.number_input("Block size", min_value=1, max_value=64, value=4, step=1, key="hc_block_size"))
+block_size = int(c3.number_input("Block size", min_value=1, max_value=64, value=int(app_block_size), step=1, key="hc_block_size"))
 mode = c4.radio("Prompt as", ["words", "token ids"], horizontal=True, key="hc_mode")
 
 p1, p2 = st.columns(2)
@@ -107,6 +109,33 @@ except PrefixLabError as err:
     st.error(str(err))
     st.stop()
 
+probe_blocks, cached_blocks = result.probe.blocks, result.cached.blocks
+num_full = len(result.probe.full_blocks)
+changed = changed_blocks(cached_blocks, probe_blocks)
+if len(probe_blocks) > MAX_DRAWN_BLOCKS or len(cached_blocks) > MAX_DRAWN_BLOCKS:
+    st.warning(
+        f"The figure shows the first {MAX_DRAWN_BLOCKS} blocks only (r1 has {len(cached_blocks)}, r2 has "
+        f"{len(probe_blocks)}): one animation frame per block gets slow beyond that. "
+        "A larger block size shows the whole prompt."
+    )
+drawn_cached, drawn_probe = cached_blocks[:MAX_DRAWN_BLOCKS], probe_blocks[:MAX_DRAWN_BLOCKS]
+drawn_full = sum(1 for b in drawn_probe if b.is_full)
+chart_slot = st.empty()  # the figure goes first on screen, but needs the slider below it
+step = st.slider("Blocks of r2 hashed so far", 0, drawn_full, drawn_full, key=f"hc_step_{drawn_full}") if drawn_full else 0
+st.caption("▶ Play animates every step in the browser; this slider redraws the figure at one step and explains it.")
+chart_slot.plotly_chart(
+    hash_chain_figure(drawn_cached, drawn_probe, step=step, none_hash=result.none_hash),
+    key="hash_chain_figure", config={"displayModeBar": False}, theme=None,
+)
+
+if step:
+    block = result.probe.full_blocks[step - 1]
+    st.markdown(
+        f"**Block {block.index}** = H(parent `{short(block.parent_hash)}`, tokens {list(block.token_ids)}, "
+        f"extra keys `{block.extra_keys}`) = `{short(block.block_hash)}` → "
+        f"{lookup_text(block, result.num_hit_blocks)}"
+    )
+
 st.info(
     f"**Seed** `{result.seed[:16]}{'…' if len(result.seed) > 16 else ''}`: {seed_reason}. "
     f"NONE_HASH = hash(seed) = `{short(result.none_hash, 16)}…`, the parent of block 0."
@@ -120,28 +149,15 @@ if algo.startswith("xxhash") and not seed_text.strip():
         st.session_state.pop(f"hash_chain.default_seed.{algo}", None)
         st.rerun()
 
-probe_blocks, cached_blocks = result.probe.blocks, result.cached.blocks
-num_full = len(result.probe.full_blocks)
-changed = changed_blocks(cached_blocks, probe_blocks)
 m1, m2, m3 = st.columns(3)
 m1.metric("r2 blocks hashed", num_full)
 m2.metric("hashes that differ from r1", len(changed))
 m3.metric("blocks r2 hits", result.num_hit_blocks)
 
-step = st.slider("Blocks of r2 hashed so far", 0, num_full, num_full, key=f"hc_step_{num_full}") if num_full else 0
-st.plotly_chart(
-    hash_chain_figure(cached_blocks, probe_blocks, step=step, none_hash=result.none_hash),
-    key="hash_chain_figure", config={"displayModeBar": False}, theme=None,
-)
-
-if step:
-    block = result.probe.full_blocks[step - 1]
-    st.markdown(
-        f"**Block {block.index}** = H(parent `{short(block.parent_hash)}`, tokens {list(block.token_ids)}, "
-        f"extra keys `{block.extra_keys}`) = `{short(block.block_hash)}` → {lookup_text(block)}"
-    )
-
 notes = []
+if how == "r1 with one token edited":
+    before, after = result.cached.tokens_text[edit_pos], result.probe.tokens_text[edit_pos]
+    notes.append(f"r2 is r1 with token {edit_pos} changed from {before!r} to {after!r}: it sits in block {edit_pos // block_size}.")
 if changed:
     notes.append(
         f"Hashes differ from r1 from block {changed[0]} on ({len(changed)} of {num_full}): "

@@ -10,6 +10,7 @@ import streamlit as st
 from engine.scenario import Scenario, ScenarioError, parse_scenario
 from engine.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE, builtin_titles
 from ui.settings import current_settings
+from ui.style import LAB_CSS
 from ui.state import CUSTOM, copy_back, get_runs, init_lab_state, mirror
 
 CHEATSHEET = """\
@@ -70,19 +71,13 @@ def check() -> None:
     st.session_state.update(editor_error=None, editor_ok="Looks good: " + summary(scenario))
 
 
-def show_error(exc: ScenarioError, text: str) -> None:
-    lines = text.splitlines()
-    st.error(str(exc), icon=":material/error:")
-    if exc.line_no is not None and 1 <= exc.line_no <= len(lines):
-        st.code(f"{exc.line_no:>3} | {lines[exc.line_no - 1]}", language=None)
-
-
 def main() -> None:
     init_lab_state()
     if st.session_state.pop("editor_go", False):
         st.switch_page("pages/lab.py")
     st.session_state.setdefault("editor_text", st.session_state["custom_text"] or DESIGN_DOC_EXAMPLE)
-    st.title("Scenario editor")
+    st.markdown(LAB_CSS, unsafe_allow_html=True)
+    st.markdown("<div class='lab-title'>Scenario editor</div>", unsafe_allow_html=True)
     st.markdown("Write requests and steps as plain text, then **Run in the lab** to step through them. "
                 "The format is described below and in `docs/scenarios.md`.")
     titles = builtin_titles()
@@ -92,18 +87,23 @@ def main() -> None:
                  on_change=copy_back("editor_template"), format_func=titles.get)
     c2.button("Load it", key="editor_load", on_click=load_builtin, width="stretch",
               help="Replaces the text below with the built-in scenario.")
-    st.text_area("Scenario", key=mirror("editor_text"), on_change=copy_back("editor_text"), height=360,
-                 label_visibility="collapsed")
-    b1, b2, _ = st.columns([1, 1, 3])
+    b1, b2, msg = st.columns([1, 1, 3.2], vertical_alignment="center")
     b1.button("Run in the lab", key="editor_run", type="primary", on_click=run_in_lab, width="stretch")
     b2.button("Check", key="editor_check", on_click=check, width="stretch")
     error = st.session_state.get("editor_error")
-    if error is not None:
-        show_error(error, st.session_state["editor_text"])
-    elif st.session_state.get("editor_ok"):
-        st.success(st.session_state["editor_ok"], icon=":material/check_circle:")
-        if st.session_state.get("lab_source") == CUSTOM:
-            st.page_link("pages/lab.py", label="Open the lab", icon=":material/grid_view:")
+    with msg:
+        if error is not None:
+            st.error(str(error), icon=":material/error:")
+        elif st.session_state.get("editor_ok"):
+            st.success(st.session_state["editor_ok"], icon=":material/check_circle:")
+    if error is not None and error.line_no is not None:
+        lines = st.session_state["editor_text"].splitlines()
+        if 1 <= error.line_no <= len(lines):
+            st.code(f"{error.line_no:>3} | {lines[error.line_no - 1]}", language=None)
+    st.text_area("Scenario", key=mirror("editor_text"), on_change=copy_back("editor_text"), height=340,
+                 label_visibility="collapsed")
+    if st.session_state.get("lab_source") == CUSTOM and st.session_state.get("editor_ok"):
+        st.page_link("pages/lab.py", label="Open the lab", icon=":material/grid_view:")
     with st.expander("Scenario format", expanded=error is not None):
         st.markdown(CHEATSHEET)
 

@@ -18,8 +18,9 @@ import pandas as pd  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from engine.errors import PrefixLabError  # noqa: E402
+from engine.hashing import HASH_FUNCTIONS  # noqa: E402
 from engine.miss_explainer import explain  # noqa: E402
-from engine.prefix_probe import ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache  # noqa: E402
+from engine.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache  # noqa: E402
 from viz.hash_chain import short  # noqa: E402
 from viz.theme import STATE_COLORS  # noqa: E402
 from viz.tokens import token_blocks_figure  # noqa: E402
@@ -55,6 +56,15 @@ def block_states(trace: RequestTrace, is_probe: bool) -> list[str]:
     ]
 
 
+def block_label(block: BlockTrace, is_probe: bool) -> str | None:
+    """Short hash above a block; r2's blocks that were cached but not used say so."""
+    if not block.is_full:
+        return None
+    if is_probe and block.in_table and block.hit_block_id is None:
+        return f"{short(block.block_hash)} · cached, not used"
+    return short(block.block_hash)
+
+
 def hash_table(result: ProbeResult) -> pd.DataFrame:
     rows = []
     first_diff = result.first_diff_block
@@ -74,8 +84,9 @@ def hash_table(result: ProbeResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-if "wm_preset" not in st.session_state:
-    st.session_state["wm_preset"] = next(iter(PRESETS))
+# First visit, or Streamlit dropped the widgets' state after a visit to another page.
+if any(key not in st.session_state for key in ("wm_preset", *FIELDS)):
+    st.session_state.setdefault("wm_preset", next(iter(PRESETS)))
     load_preset()
 
 st.set_page_config(layout="wide")  # the figures need the width on a projector
@@ -86,20 +97,26 @@ st.caption(
 )
 top1, top2, top3 = st.columns([2, 1, 1])
 top1.selectbox("Example", list(PRESETS), key="wm_preset", on_change=load_preset)
-block_size = int(top2.number_input("Block size", min_value=1, max_value=64, value=4, step=1, key="wm_block_size"))
-algo = top3.selectbox("Hash algorithm", ["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"], key="wm_algo")
+# Defaults from the app's sidebar settings when there are any; this page works without them too.
+app_block_size = int(st.session_state.get("cfg_block_size") or 4)
+app_algo = st.session_state.get("cfg_hash_algo", "sha256")
+algos = list(HASH_FUNCTIONS)
+block_size = int(top2.number_input("Block size", min_value=1, max_value=64, value=app_block_size, step=1, key="wm_block_size"))
+algo = top3.selectbox("Hash algorithm", algos, index=algos.index(app_algo) if app_algo in algos else 0, key="wm_algo")
 
 left, right = st.columns(2)
 with left:
     st.markdown("**r1** (cached)")
     st.text_area("r1 prompt (words)", key="wm_r1_prompt", height=90)
-    st.text_input("r1 cache salt", key="wm_r1_salt")
-    st.text_input("r1 LoRA name", key="wm_r1_lora")
+    salt, lora = st.columns(2)
+    salt.text_input("r1 cache salt", key="wm_r1_salt")
+    lora.text_input("r1 LoRA name", key="wm_r1_lora")
 with right:
     st.markdown("**r2** (looked up)")
     st.text_area("r2 prompt (words)", key="wm_r2_prompt", height=90)
-    st.text_input("r2 cache salt", key="wm_r2_salt")
-    st.text_input("r2 LoRA name", key="wm_r2_lora")
+    salt, lora = st.columns(2)
+    salt.text_input("r2 cache salt", key="wm_r2_salt")
+    lora.text_input("r2 LoRA name", key="wm_r2_lora")
 
 state = st.session_state
 try:
@@ -114,7 +131,7 @@ except PrefixLabError as err:
 
 explanation = explain(result)
 verdict = st.success if result.num_hit_blocks else st.warning
-verdict(f"**{explanation.headline}**")
+verdict(f"#### {explanation.headline}")  # big enough to read from the back of a room
 st.markdown("\n".join(f"- {reason}" for reason in explanation.reasons))
 
 diff = result.first_diff_token
@@ -125,13 +142,16 @@ for trace, is_probe, title in (
     st.plotly_chart(
         token_blocks_figure(
             trace.tokens_text, block_size, block_states(trace, is_probe),
-            [short(b.block_hash) if b.is_full else None for b in trace.blocks],
+            [block_label(b, is_probe) for b in trace.blocks],
             hover_hashes=[b.block_hash.hex() if b.block_hash else None for b in trace.blocks],
             marked_tokens={diff} if diff is not None else set(), title=title,
         ),
         key=f"wm_tokens_{trace.request_id}", config={"displayModeBar": False}, theme=None,
     )
-st.caption("Pink outline: the first token that differs between r1 and r2.")
+st.caption(
+    "Pink outline: the first token that differs between r1 and r2." if diff is not None
+    else "r1 and r2 have the same tokens: nothing is outlined."
+)
 
 st.subheader("Block hashes side by side")
 table = hash_table(result)

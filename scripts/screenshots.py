@@ -20,12 +20,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.e2e.harness import (  # noqa: E402
+    CHROMIUM,
     VIEWPORT,
-    exception_texts,
     launch_chromium,
     nav_pages,
     open_page,
     start_streamlit,
+    track_page_errors,
 )
 
 
@@ -65,6 +66,9 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="output folder")
     parser.add_argument("--full-height", action="store_true", help="capture the whole page, not just 1280x800")
     args = parser.parse_args()
+    if not Path(CHROMIUM).exists():
+        print(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium).", file=sys.stderr)
+        return 2
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -78,20 +82,24 @@ def main() -> int:
             server = start_streamlit(script)
             try:
                 page = browser.new_page(viewport=VIEWPORT)
-                errors: list[str] = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                open_page(page, server.url)
+                errors = track_page_errors(page)
+                try:
+                    open_page(page, server.url)  # to read the navigation; each page is checked below
+                except AssertionError:
+                    pass
                 pages = nav_pages(page) if script == "app.py" else []
                 if not pages:  # a single page script, or an app without navigation
                     pages = [(Path(script).stem, server.url)]
                 for label, href in pages:
                     url = href if href.startswith("http") else server.url + "/" + href.lstrip("/")
-                    open_page(page, url)
+                    errors.clear()  # report each page's own errors
+                    try:
+                        open_page(page, url)
+                    except AssertionError as err:  # still take the picture: it shows what went wrong
+                        failures.append(f"{url}: {err}")
                     out = out_dir / f"{page_name(label, href) if script == 'app.py' else Path(script).stem}.png"
                     shoot(page, out, args.full_height)
                     written.append(out)
-                    if exception_texts(page) or errors:
-                        failures.append(f"{url}: {exception_texts(page) or errors}")
                 page.close()
             finally:
                 server.stop()

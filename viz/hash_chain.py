@@ -77,14 +77,18 @@ def _hover(block: BlockTrace, who: str) -> str:
     )
 
 
-def lookup_text(block: BlockTrace) -> str:
-    """What the lookup of one r2 block found, in a few words."""
+def lookup_text(block: BlockTrace, num_hits: int | None = None) -> str:
+    """What the lookup of one r2 block found, in a few words.
+
+    A block that is in the table right after the run of hits was left out by the
+    last-token rule (the lookup stops only at a miss or at that cap).
+    """
     if not block.is_full:
         return "never hashed"
     if block.hit_block_id is not None:
         return f"✓ hit: block #{block.hit_block_id}"
     if block.in_table:
-        return "in table, not used"
+        return "in table: last-token rule" if block.index == num_hits else "in table, after a miss"
     return "✗ miss"
 
 
@@ -108,6 +112,7 @@ def _row_y(index: int) -> float:
 
 def _formula(probe: Sequence[BlockTrace], done: int, none_hash: bytes | None) -> str:
     full = [b for b in probe if b.is_full]
+    num_hits = sum(1 for b in probe if b.hit_block_id is not None)
     if done == 0:
         root = f" = {short(none_hash)}" if none_hash else ""
         return (
@@ -118,7 +123,7 @@ def _formula(probe: Sequence[BlockTrace], done: int, none_hash: bytes | None) ->
     return (
         f"<b>block {block.index}</b> = H( parent #{short(block.parent_hash)}, "
         f"tokens ({_tokens_line(block.tokens_text)}), extra {_extra_short(block.extra_keys) or 'None'} )"
-        f" = <b>#{short(block.block_hash)}</b>  →  {lookup_text(block)}"
+        f" = <b>#{short(block.block_hash)}</b>  →  {lookup_text(block, num_hits)}"
     )
 
 
@@ -127,6 +132,7 @@ def _probe_frame(
 ) -> list[go.Scatter | go.Bar]:
     """Traces 1-4 (the animated ones) after ``done`` full blocks of r2 were hashed."""
     changed = set(changed_blocks(cached, probe))
+    num_hits = sum(1 for b in probe if b.hit_block_id is not None)
     fills, lines, widths, texts, text_colors, lookups, labels = [], [], [], [], [], [], []
     for block in probe:
         revealed = not block.is_full or block.index < done
@@ -139,7 +145,7 @@ def _probe_frame(
             is_changed = block.index in changed
             lines.append(STATE_COLORS["highlight"] if is_changed else TEXT_DARK)
             widths.append(5 if is_changed else 1)
-            lookups.append(lookup_text(block))
+            lookups.append(lookup_text(block, num_hits))
         else:
             fills.append(PENDING_FILL)
             text_colors.append(PENDING_LINE)

@@ -29,6 +29,13 @@ def _clip(text: str, limit: int = MAX_TOKEN_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _block_label(index: int, label: str | None, block_size: int) -> str:
+    """``block 3 · 1a2b3c4d``; blocks of one or two tokens are too narrow for more than a few hex digits."""
+    if block_size < 3:
+        return (label or "")[:4] if label else "—"
+    return f"<b>block {index}</b> · {label}" if label else f"<b>block {index}</b> · never hashed"
+
+
 def num_blocks(num_tokens: int, block_size: int) -> int:
     """Blocks needed for ``num_tokens`` tokens (the last one may be partial)."""
     return -(-num_tokens // block_size)
@@ -43,7 +50,7 @@ def token_blocks_figure(
     hover_hashes: Sequence[str | None] | None = None,
     marked_tokens: Collection[int] = (),
     title: str | None = None,
-    tokens_per_row: int = 16,
+    tokens_per_row: int = 12,
 ) -> go.Figure:
     """Draw a request's tokens as blocks.
 
@@ -109,7 +116,7 @@ def token_blocks_figure(
             x=[cell_x(p) + 0.5 for p in range(len(tokens_text))],
             y=[row_y(p // block_size) for p in range(len(tokens_text))],
             mode="text",
-            text=[_clip(t) for t in tokens_text],
+            text=[_clip(t, 6 if block_size <= 2 else MAX_TOKEN_CHARS) for t in tokens_text],
             textfont=dict(color=[_TEXT_ON[states[p // block_size]] for p in range(len(tokens_text))]),
             hovertext=[f"token {p}: {t!r} (block {p // block_size})" for p, t in enumerate(tokens_text)],
             hoverinfo="text",
@@ -123,10 +130,7 @@ def token_blocks_figure(
             y=[row_y(b) + 0.82 for b in range(n_blocks)],
             mode="text",
             textposition="middle right",
-            text=[
-                f"<b>block {b}</b> · {labels[b]}" if labels[b] else f"<b>block {b}</b> · never hashed"
-                for b in range(n_blocks)
-            ],
+            text=[_block_label(b, labels[b], block_size) for b in range(n_blocks)],
             hovertext=[
                 f"block {b}: tokens {b * block_size}-{min(len(tokens_text), (b + 1) * block_size) - 1}<br>"
                 + (f"hash {hovers[b]}" if hovers[b] else "partial: never hashed, never cached")

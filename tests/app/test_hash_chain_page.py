@@ -44,6 +44,7 @@ def test_default_edit_changes_every_later_hash(at: AppTest) -> None:
     assert [c == STATE_COLORS["highlight"] for c in lines] == [False, False, True, True, True, False]
     assert "vllm-none-hash" in at.info[0].value and "fixed default for sha256" in at.info[0].value
     assert any("from block 2 on (3 of 5)" in m.value for m in at.markdown)
+    assert any("token 11 changed from 'dog' to 'cat': it sits in block 2" in m.value for m in at.markdown)
     assert any("partial block is never hashed" in m.value for m in at.markdown)
 
 
@@ -115,3 +116,21 @@ def test_another_prompt(at: AppTest) -> None:
     at.radio(key="hc_how").set_value("another prompt").run()
     at.text_area(key="hc_prompt2_words").set_value("system : you are a helpful tutor .").run()
     assert metrics(at)["blocks r2 hits"] == "1"  # 8 tokens: the last-token rule leaves block 1 out
+
+
+def test_long_prompts_draw_a_bounded_figure(at: AppTest) -> None:
+    at.text_area(key="hc_prompt_words").set_value("x " * 200).run()
+    at.number_input(key="hc_block_size").set_value(1).run()
+    assert not at.exception and metrics(at)["r2 blocks hashed"] == "200"
+    assert "first 32 blocks only" in at.warning[0].value
+    fig = figure(at)
+    assert len(fig["data"][1]["y"]) == 32 and len(fig["frames"]) == 33
+
+
+def test_defaults_follow_the_apps_sidebar_settings_when_present() -> None:
+    app = AppTest.from_file(PAGE, default_timeout=60)
+    app.session_state["cfg_hash_algo"] = "sha256_cbor"
+    app.session_state["cfg_block_size"] = 8
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="hc_algo").value == "sha256_cbor" and app.number_input(key="hc_block_size").value == 8

@@ -35,7 +35,7 @@ def cell_colors(fig: dict, n_tokens: int) -> list[str]:
 
 
 def test_default_example(at: AppTest) -> None:
-    assert headline(at) == "**r2 would hit 2 blocks (8 of its 17 tokens): block 2 differs at token 11 ('dog' vs 'cat').**"
+    assert headline(at) == "#### r2 would hit 2 blocks (8 of its 17 tokens): block 2 differs at token 11 ('dog' vs 'cat')."
     reasons = at.markdown[-1].value if "Last-token rule" in at.markdown[-1].value else next(
         m.value for m in at.markdown if "Last-token rule" in m.value)
     assert "(17 - 1) // 4 = 4 blocks" in reasons and "Block 4 (token 16) is partial" in reasons
@@ -65,6 +65,13 @@ def test_presets(at: AppTest, preset: str, expected: str) -> None:
     assert not at.exception and expected in headline(at)
 
 
+def test_last_token_block_is_labelled_cached_but_not_used(at: AppTest) -> None:
+    at.selectbox(key="wm_preset").set_value("Identical prompts (last-token rule)").run()
+    labels = figures(at)[1]["data"][1]["text"]
+    assert labels[2].endswith("· cached, not used") and "cached" not in labels[1]
+    assert any("nothing is outlined" in c.value for c in at.caption)
+
+
 def test_salt_differences_show_in_the_extra_keys_column(at: AppTest) -> None:
     at.text_input(key="wm_r2_salt").set_value("bob").run()
     assert "hit 0 blocks" in headline(at)
@@ -86,3 +93,12 @@ def test_bad_input_is_a_message(at: AppTest) -> None:
     at.text_area(key="wm_r2_prompt").set_value("  ").run()
     assert not at.exception
     assert at.error[0].value == "r2: The prompt is empty: type some text."
+
+
+def test_defaults_follow_the_apps_sidebar_settings_when_present() -> None:
+    app = AppTest.from_file(PAGE, default_timeout=60)
+    app.session_state["cfg_hash_algo"] = "xxhash"
+    app.session_state["cfg_block_size"] = None  # "from the scenario": this page falls back to 4
+    app.run()
+    assert not app.exception
+    assert app.selectbox(key="wm_algo").value == "xxhash" and app.number_input(key="wm_block_size").value == 4

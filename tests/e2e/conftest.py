@@ -7,7 +7,6 @@ Every ``page`` fails its test on a JavaScript page error or an ``stException`` e
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from tests.e2e.harness import (
     launch_chromium,
     open_page,  # noqa: F401  (re-exported: tests call open_page(page, url))
     start_streamlit,
+    track_page_errors,
 )
 
 
@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test in this folder drives a real browser: mark it e2e."""
     here = Path(__file__).parent
     for item in items:
-        if Path(str(item.fspath)).is_relative_to(here):
+        if item.path.is_relative_to(here):
             item.add_marker(pytest.mark.e2e)
 
 
@@ -60,7 +60,7 @@ def app_url(request: pytest.FixtureRequest, streamlit_servers: Callable[[str], S
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
-    if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+    if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium) for e2e tests")
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
     with sync_api.sync_playwright() as playwright:
@@ -74,8 +74,7 @@ def page(browser) -> Iterator[object]:  # type: ignore[no-untyped-def]
     """A fresh 1280x800 tab; the test fails on any page error or Streamlit exception box."""
     context = browser.new_context(viewport=VIEWPORT)
     tab = context.new_page()
-    page_errors: list[str] = []
-    tab.on("pageerror", lambda error: page_errors.append(str(error)))
+    page_errors = track_page_errors(tab)
     yield tab
     shown = exception_texts(tab) if not tab.is_closed() else []
     context.close()

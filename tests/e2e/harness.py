@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("PREFIXLAB_CHROMIUM", "/usr/bin/chromium")  # Debian's chromium
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -109,9 +109,20 @@ def exception_texts(page) -> list[str]:  # type: ignore[no-untyped-def]
     return [e.inner_text() for e in page.query_selector_all("[data-testid=stException]")]
 
 
+def track_page_errors(page) -> list[str]:  # type: ignore[no-untyped-def]
+    """Record every uncaught JavaScript error of ``page`` (``open_page`` then fails on them)."""
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.prefixlab_page_errors = errors
+    return errors
+
+
 def assert_no_exceptions(page) -> None:  # type: ignore[no-untyped-def]
+    """Fail on an ``stException`` box, or on a page error recorded by :func:`track_page_errors`."""
     shown = exception_texts(page)
     assert not shown, f"Streamlit showed exceptions at {page.url}: {shown}"
+    page_errors = getattr(page, "prefixlab_page_errors", [])
+    assert not page_errors, f"JavaScript errors at {page.url}: {page_errors}"
 
 
 def open_page(page, url: str, timeout_ms: int = 60_000) -> None:  # type: ignore[no-untyped-def]
@@ -130,6 +141,11 @@ def nav_pages(page) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
     links = []
     for link in page.query_selector_all(NAV_LINKS):
         href = link.get_attribute("href")
-        if href and (link.inner_text().strip(), href) not in links:
-            links.append((link.inner_text().strip(), href))
+        # The label without its icon (material icons are spans whose text is the icon's name).
+        label = link.evaluate(
+            "a => { const c = a.cloneNode(true); c.querySelectorAll('[data-testid=stIconMaterial]')"
+            ".forEach(i => i.remove()); return c.textContent.trim(); }"
+        )
+        if href and (label, href) not in links:
+            links.append((label, href))
     return links

@@ -104,3 +104,11 @@ def test_any_block_size_draws(block_size: int) -> None:
     fig = hash_chain_figure(result.cached.blocks, result.probe.blocks)
     assert len(fig.frames) == len(result.probe.full_blocks) + 1
     assert len(r2_bars(fig).y) == len(result.probe.blocks)
+
+
+def test_identical_prompt_last_block_is_left_out_by_the_last_token_rule() -> None:
+    prompt = "a b c d e f g h"
+    result = probe_prefix_cache(RequestSpec(prompt), RequestSpec(prompt), block_size=4)
+    fig = hash_chain_figure(result.cached.blocks, result.probe.blocks)
+    assert list(fig.data[2].text) == ["✓ hit: block #1", "in table: last-token rule"]
+    assert changed_blocks(result.cached.blocks, result.probe.blocks) == []

@@ -49,8 +49,10 @@ def test_marked_token_is_outlined() -> None:
 
 
 def test_long_tokens_are_clipped_but_hover_keeps_them() -> None:
-    fig = token_blocks_figure(["extraordinarily"], 2, ["partial"])
+    fig = token_blocks_figure(["extraordinarily"], 4, ["partial"])
     assert fig.data[0].text[0] == "extraor…" and "extraordinarily" in fig.data[0].hovertext[0]
+    narrow = token_blocks_figure(["extraordinarily"], 2, ["partial"])  # narrow blocks, shorter clip
+    assert narrow.data[0].text[0] == "extra…"
 
 
 def test_rows_wrap_whole_blocks_with_fixed_axes() -> None:
