@@ -3,6 +3,9 @@
 Use ``app_url`` for the whole app (``app.py``); to test one page file on its own, parametrize
 it indirectly: ``@pytest.mark.parametrize("app_url", ["app_pages/hash_chain.py"], indirect=True)``.
 Every ``page`` fails its test on a JavaScript page error or an ``stException`` element.
+Navigate with ``tests.e2e.harness.open_page(page, url)``: it waits for the script to finish
+(``[data-testid=stApp][data-test-script-state=notRunning]`` plus a settle) and fails at once
+on either kind of error.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from tests.e2e.harness import (
     StreamlitServer,
     exception_texts,
     launch_chromium,
-    open_page,  # noqa: F401  (re-exported: tests call open_page(page, url))
     start_streamlit,
     track_page_errors,
 )
