@@ -1,0 +1,134 @@
+"""The physical block pool as a grid of tiles: id, ref count, short hash, owners.
+
+Colour = state (``viz.theme.STATE_COLORS``): null block 0, free and empty, free but still
+cached (hittable until evicted), in use. Hover shows the full hash and the block's tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+import plotly.graph_objects as go
+
+from engine.events import CacheSnapshot
+from viz.contents import TokenText, tokens_label
+from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
+
+DARK_FILLS = {"null", "in_use", "hit", "computed", "evicted"}
+TILE = 0.9  # tile width/height in grid units (the rest is the gap)
+
+
+def block_state(snapshot: CacheSnapshot, block_id: int) -> str:
+    """One of ``null``, ``in_use``, ``cached_free``, ``free``."""
+    if block_id == 0:
+        return "null"
+    if snapshot.ref_cnt[block_id] > 0:
+        return "in_use"
+    return "cached_free" if snapshot.block_hash[block_id] is not None else "free"
+
+
+def text_color(state: str) -> str:
+    return "white" if state in DARK_FILLS else "#212121"
+
+
+def grid_shape(num_blocks: int, columns: int | None = None) -> tuple[int, int]:
+    """(rows, columns) for ``num_blocks`` tiles: balanced rows of at most 8 unless told."""
+    if columns is None:
+        rows = math.ceil(num_blocks / 8)
+        columns = math.ceil(num_blocks / rows)
+    return math.ceil(num_blocks / columns), columns
+
+
+def _short(block_hash: bytes | None, n: int = 6) -> str:
+    return "no hash" if block_hash is None else block_hash.hex()[:n]
+
+
+def as_id_set(highlight: int | Iterable[int] | None) -> set[int]:
+    if highlight is None:
+        return set()
+    if isinstance(highlight, int):
+        return {highlight}
+    return set(highlight)
+
+
+def block_grid(
+    snapshot: CacheSnapshot,
+    highlight: int | Iterable[int] | None = None,
+    *,
+    contents: Mapping[bytes, list[int]] | None = None,
+    token_text: TokenText | None = None,
+    columns: int | None = None,
+    title: str | None = "Physical KV blocks",
+) -> go.Figure:
+    """Every physical block as a tile. ``highlight``: block id(s) outlined in the selection colour.
+
+    ``contents`` (hash -> tokens, from :func:`viz.contents.block_contents`) adds the tokens to
+    the hover text. Tiles are layout shapes named ``block-<id>``; one scatter trace carries
+    the labels, the hover text and ``customdata = [block_id, state]`` for click selection.
+    """
+    selected = as_id_set(highlight)
+    rows, cols = grid_shape(snapshot.num_blocks, columns)
+    victim = snapshot.next_victim
+    shapes, xs, ys, texts, hovers, custom, colors = [], [], [], [], [], [], []
+    for block_id in range(snapshot.num_blocks):
+        row, col = divmod(block_id, cols)
+        state = block_state(snapshot, block_id)
+        block_hash = snapshot.block_hash[block_id]
+        owners = snapshot.owners(block_id)
+        is_selected = block_id in selected
+        shapes.append(
+            dict(
+                type="rect", name=f"block-{block_id}", x0=col, x1=col + TILE, y0=row, y1=row + TILE,
+                fillcolor=STATE_COLORS[state], layer="below",
+                line=dict(color=STATE_COLORS["highlight"] if is_selected else "#90a4ae", width=5 if is_selected else 1),
+            )
+        )
+        if block_id == 0:
+            label = "<b>0</b><br>null"
+        else:
+            lines = [f"<b>{block_id}</b>", f"ref {snapshot.ref_cnt[block_id]}", _short(block_hash)]
+            if owners:
+                lines.append(", ".join(owners) if len(owners) <= 2 else f"{owners[0]} +{len(owners) - 1}")
+            label = "<br>".join(lines)
+        tokens = tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text)
+        hover = [f"<b>block {block_id}</b> — {STATE_LABELS[state]}"]
+        if block_id == 0:
+            hover.append("reserved placeholder, never allocated")
+        else:
+            hover += [f"ref count: {snapshot.ref_cnt[block_id]}", f"hash: {block_hash.hex() if block_hash else 'none'}"]
+            if tokens:
+                hover.append(f"tokens: {tokens}")
+            hover.append(f"owners: {', '.join(owners) if owners else 'none'}")
+            if block_id == victim:
+                hover.append("head of the free queue: the next block reused")
+        xs.append(col + TILE / 2)
+        ys.append(row + TILE / 2)
+        texts.append(label)
+        hovers.append("<br>".join(hover))
+        custom.append([block_id, state])
+        colors.append(text_color(state))
+    fig = go.Figure(
+        go.Scatter(
+            x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",
+            customdata=custom, textfont=dict(color=colors, size=13), name="blocks",
+            marker=dict(symbol="square", size=44, color="rgba(0,0,0,0)"),
+        )
+    )
+    annotations = []
+    if victim is not None:
+        row, col = divmod(victim, cols)
+        annotations.append(
+            dict(x=col + TILE / 2, y=row, yshift=2, text="next ▼", showarrow=False, yanchor="bottom",
+                 font=dict(size=11, color=STATE_COLORS["evicted"]))
+        )
+    fig.update_layout(
+        **base_layout(
+            title=dict(text=title, x=0.01) if title else None,
+            height=110 * rows + (70 if title else 30), shapes=shapes, annotations=annotations,
+            margin=dict(l=10, r=10, t=50 if title else 20, b=10),
+        )
+    )
+    fig.update_xaxes(range=[-0.1, cols], visible=False, fixedrange=True)
+    fig.update_yaxes(range=[rows, -0.25], visible=False, fixedrange=True)
+    return fig

@@ -1,0 +1,117 @@
+"""The free queue as the linked list it is: head -> ... -> tail, next victim marked.
+
+The head is the next block handed out. Popping a block that still has a hash *evicts*
+it, so the first cached block from the head is the next eviction victim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import plotly.graph_objects as go
+
+from engine.events import CacheSnapshot
+from viz.blocks import as_id_set, text_color
+from viz.contents import TokenText, tokens_label
+from viz.theme import STATE_COLORS, base_layout
+
+NODE_W = 0.62  # node width in grid units; the rest of each unit is the arrow
+
+
+def next_eviction(snapshot: CacheSnapshot) -> int | None:
+    """The first block from the head that still carries a hash (the next cached prefix lost)."""
+    for block_id in snapshot.free_queue:
+        if snapshot.block_hash[block_id] is not None:
+            return block_id
+    return None
+
+
+def free_queue_figure(
+    snapshot: CacheSnapshot,
+    highlight: int | Iterable[int] | None = None,
+    *,
+    contents: Mapping[bytes, list[int]] | None = None,
+    token_text: TokenText | None = None,
+    per_row: int = 10,
+    title: str | None = "Free queue (head → tail)",
+) -> go.Figure:
+    """Nodes in head -> tail order, wrapped every ``per_row``; node trace ``customdata`` is
+    ``[block_id, state, position]``. The head is labelled "next reused", the first cached
+    block "next evicted" (one label "next victim" when they are the same block)."""
+    selected = as_id_set(highlight)
+    queue = list(snapshot.free_queue)
+    victim_evict = next_eviction(snapshot)
+    rows = max(1, -(-len(queue) // per_row))
+    shapes, annotations = [], []
+    xs, ys, texts, hovers, custom, colors = [], [], [], [], [], []
+    for pos, block_id in enumerate(queue):
+        row, col = divmod(pos, per_row)
+        block_hash = snapshot.block_hash[block_id]
+        state = "cached_free" if block_hash is not None else "free"
+        is_selected = block_id in selected
+        x0, y0 = col + 0.5, row * 1.6
+        shapes.append(
+            dict(
+                type="rect", name=f"node-{block_id}", x0=x0, x1=x0 + NODE_W, y0=y0, y1=y0 + 0.8,
+                fillcolor=STATE_COLORS[state], layer="below",
+                line=dict(color=STATE_COLORS["highlight"] if is_selected else "#607d8b", width=5 if is_selected else 1.5),
+            )
+        )
+        xs.append(x0 + NODE_W / 2)
+        ys.append(y0 + 0.4)
+        texts.append(f"<b>{block_id}</b><br>{block_hash.hex()[:4] if block_hash else '—'}")
+        tokens = tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text)
+        hovers.append(
+            f"<b>block {block_id}</b>, position {pos} from the head<br>"
+            + (f"still cached: {block_hash.hex()}" + (f"<br>tokens: {tokens}" if tokens else "") if block_hash else "no hash: nothing is lost when it is reused")
+        )
+        custom.append([block_id, state, pos])
+        colors.append(text_color(state))
+        if pos + 1 < len(queue):
+            if col + 1 < per_row:  # arrow to the next node in this row
+                annotations.append(
+                    dict(x=x0 + 1 - 0.02, y=y0 + 0.4, ax=x0 + NODE_W + 0.02, ay=y0 + 0.4, xref="x", yref="y",
+                         axref="x", ayref="y", showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.6,
+                         arrowcolor="#455a64", text="")
+                )
+            else:  # the list continues on the next row
+                annotations.append(dict(x=x0 + NODE_W + 0.1, y=y0 + 0.4, text="↵", showarrow=False, font=dict(size=18)))
+    if queue:
+        annotations.append(dict(x=0.25, y=0.4, text="<b>HEAD</b>", showarrow=False, xanchor="right", font=dict(size=12)))
+        last_row, last_col = divmod(len(queue) - 1, per_row)
+        annotations.append(
+            dict(x=last_col + 0.5 + NODE_W + 0.08, y=last_row * 1.6 + 0.4, text="<b>TAIL</b>", showarrow=False,
+                 xanchor="left", font=dict(size=12))
+        )
+        head = queue[0]
+        marks = {head: "next victim" if victim_evict in (None, head) else "next reused"}
+        if victim_evict is not None and victim_evict != head:
+            marks[victim_evict] = "next evicted"
+        for block_id, label in marks.items():
+            pos = queue.index(block_id)
+            row, col = divmod(pos, per_row)
+            annotations.append(
+                dict(x=col + 0.5 + NODE_W / 2, y=row * 1.6 + 0.8, text=f"▲ {label}", showarrow=False, yanchor="top",
+                     yshift=-2, font=dict(size=11, color=STATE_COLORS["evicted"]))
+            )
+    else:
+        annotations.append(
+            dict(x=per_row / 2 + 0.5, y=0.4, showarrow=False, font=dict(size=14, color="#616161"),
+                 text="The free queue is empty: the next allocation must wait (or preempt a request).")
+        )
+    fig = go.Figure(
+        go.Scatter(
+            x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text", customdata=custom,
+            textfont=dict(color=colors, size=12), name="free queue",
+            marker=dict(symbol="square", size=36, color="rgba(0,0,0,0)"),
+        )
+    )
+    fig.update_layout(
+        **base_layout(
+            title=dict(text=title, x=0.01) if title else None, shapes=shapes, annotations=annotations,
+            height=int(95 * rows * 1.0 + (60 if title else 20)), margin=dict(l=10, r=10, t=45 if title else 10, b=5),
+        )
+    )
+    fig.update_xaxes(range=[-0.3, per_row + 0.6], visible=False, fixedrange=True)
+    fig.update_yaxes(range=[rows * 1.6 - 0.5, -0.15], visible=False, fixedrange=True)
+    return fig
