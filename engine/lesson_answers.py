@@ -15,7 +15,8 @@ kind       example value                           printed as
 ``block``  ``7`` or ``None``                       ``7`` / ``none``
 ``blocks`` ``[7, 5, 8]`` (order matters)           ``7, 5, 8`` / ``none``
 ``set``    ``[1, 2, 3]`` (order does not matter)   ``1, 2, 3`` / ``none``
-``number`` ``8``                                   ``8``
+``number`` ``3`` (a count)                         ``3``
+``tokens`` ``8`` (a token count)                   ``8``
 ``percent````0.5``                                 ``50%``
 ``status`` ``"finished"``                          ``finished``
 ========== ======================================= =====================
@@ -32,7 +33,7 @@ from engine.events import BlockRemoved, BlocksTouched, CacheSnapshot, Event, Req
 from engine.request import RequestStatus
 from engine.scenario import ActionSpan, Scenario, ScenarioRun, run_scenario
 
-KINDS = ("block", "blocks", "set", "number", "percent", "status")
+KINDS = ("block", "blocks", "set", "number", "tokens", "percent", "status")
 STATUSES = ("waiting", "running", "preempted", "finished")
 
 
@@ -190,7 +191,7 @@ VOCABULARY: dict[str, Word] = {
         Word("num_free_blocks", None, "number", "how many blocks are in the free queue", lambda s, _: len(s.snapshot.free_queue)),
         Word("hit_rate", None, "percent", "token hit rate of the prefix cache so far (vLLM's counting)", _hit_rate),
         Word("hit_blocks", "request", "blocks", "blocks the request took from the cache at its latest admission", _hit_blocks),
-        Word("num_cached_tokens", "request", "number", "prompt tokens served from the cache on first admission", _num_cached_tokens),
+        Word("num_cached_tokens", "request", "tokens", "prompt tokens served from the cache on first admission", _num_cached_tokens),
         Word("block_table", "request", "blocks", "the request's physical blocks in logical order (none once it has finished)", _block_table),
         Word("num_blocks", "request", "number", "how many blocks the request holds now", lambda s, r: len(_block_table(s, r))),
         Word("num_full_blocks", "request", "number", "how many of the request's blocks are full and hashed", _num_full_blocks),
@@ -285,7 +286,7 @@ def option_matches(option: object, value: object, kind: str) -> bool:
             return abs(float(text.rstrip("%").strip()) - float(value) * 100) < 0.05  # type: ignore[arg-type]
         except ValueError:
             return False
-    if kind == "number":
+    if kind in ("number", "tokens"):
         try:
             return float(text) == float(value)  # type: ignore[arg-type]
         except ValueError:
@@ -312,10 +313,10 @@ def _distractors(value: object, kind: str, state: EngineState, rng: random.Rando
         cands += [[], list(range(1, min(n, 4)))]
         rng.shuffle(cands[len(cands) // 2 :])
         return cands
-    if kind == "number":
+    if kind in ("number", "tokens"):
         v = int(value)  # type: ignore[arg-type]
-        bs = state.block_size
-        cands = [v + bs, v - bs, 0, v + 1, v - 1, 2 * v, v + 2]
+        step = state.block_size if kind == "tokens" else 1  # token counts move a block at a time
+        cands = [v + step, v - step, 0, v + 2 * step, 2 * v, v + 3 * step]
         return [c for c in cands if c >= 0]
     if kind == "percent":
         return [0.0, 1.0, 0.5, 0.25, 0.75, float(value) / 2]  # type: ignore[arg-type]
@@ -333,7 +334,7 @@ def generate_options(value: object, kind: str, state: EngineState, seed: str, co
             texts.append(text)
         if len(texts) == count:
             break
-    if kind in ("number", "percent", "block"):
+    if kind in ("number", "tokens", "percent", "block"):
         return sorted(texts, key=lambda t: (t == "none", float(t.rstrip("%")) if t != "none" else 0.0))
     rng.shuffle(texts)
     return texts
