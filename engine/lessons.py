@@ -99,8 +99,9 @@ class Lesson:
         return [a.line_no for a in self.scenario.actions]
 
     def scenario_line(self, line_no: int) -> str:
+        """The text of scenario line ``line_no``, runs of spaces squeezed (for captions)."""
         lines = self.scenario_text.splitlines()
-        return lines[line_no - 1].strip() if 0 < line_no <= len(lines) else ""
+        return " ".join(lines[line_no - 1].split()) if 0 < line_no <= len(lines) else ""
 
 
 @dataclass(frozen=True)
