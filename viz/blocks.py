@@ -17,6 +17,7 @@ from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
 
 DARK_FILLS = {"null", "in_use", "hit", "computed", "evicted"}
 TILE = 0.9  # tile width/height in grid units (the rest is the gap)
+ROW_PITCH = 1.2  # rows leave room for the "next" label
 
 
 def block_state(snapshot: CacheSnapshot, block_id: int) -> str:
@@ -79,7 +80,8 @@ def block_grid(
         is_selected = block_id in selected
         shapes.append(
             dict(
-                type="rect", name=f"block-{block_id}", x0=col, x1=col + TILE, y0=row, y1=row + TILE,
+                type="rect", name=f"block-{block_id}", x0=col, x1=col + TILE, y0=row * ROW_PITCH,
+                y1=row * ROW_PITCH + TILE,
                 fillcolor=STATE_COLORS[state], layer="below",
                 line=dict(color=STATE_COLORS["highlight"] if is_selected else "#90a4ae", width=5 if is_selected else 1),
             )
@@ -103,7 +105,7 @@ def block_grid(
             if block_id == victim:
                 hover.append("head of the free queue: the next block reused")
         xs.append(col + TILE / 2)
-        ys.append(row + TILE / 2)
+        ys.append(row * ROW_PITCH + TILE / 2)
         texts.append(label)
         hovers.append("<br>".join(hover))
         custom.append([block_id, state])
@@ -119,16 +121,16 @@ def block_grid(
     if victim is not None:
         row, col = divmod(victim, cols)
         annotations.append(
-            dict(x=col + TILE / 2, y=row, yshift=2, text="next ▼", showarrow=False, yanchor="bottom",
+            dict(x=col + TILE / 2, y=row * ROW_PITCH, yshift=1, text="next ▼", showarrow=False, yanchor="bottom",
                  font=dict(size=11, color=STATE_COLORS["evicted"]))
         )
     fig.update_layout(
         **base_layout(
             title=dict(text=title, x=0.01) if title else None,
-            height=110 * rows + (70 if title else 30), shapes=shapes, annotations=annotations,
+            height=125 * rows + (70 if title else 30), shapes=shapes, annotations=annotations,
             margin=dict(l=10, r=10, t=50 if title else 20, b=10),
         )
     )
     fig.update_xaxes(range=[-0.1, cols], visible=False, fixedrange=True)
-    fig.update_yaxes(range=[rows, -0.25], visible=False, fixedrange=True)
+    fig.update_yaxes(range=[rows * ROW_PITCH - (ROW_PITCH - TILE), -0.3], visible=False, fixedrange=True)
     return fig

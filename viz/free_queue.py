@@ -15,7 +15,7 @@ from viz.blocks import as_id_set, text_color
 from viz.contents import TokenText, tokens_label
 from viz.theme import STATE_COLORS, base_layout
 
-NODE_W = 0.62  # node width in grid units; the rest of each unit is the arrow
+NODE_W = 0.68  # node width in grid units; the rest of each unit is the arrow
 
 
 def next_eviction(snapshot: CacheSnapshot) -> int | None:
@@ -40,6 +40,7 @@ def free_queue_figure(
     block "next evicted" (one label "next victim" when they are the same block)."""
     selected = as_id_set(highlight)
     queue = list(snapshot.free_queue)
+    per_row = max(1, min(per_row, snapshot.num_blocks - 1))  # fixed per pool, so nodes keep their size
     victim_evict = next_eviction(snapshot)
     rows = max(1, -(-len(queue) // per_row))
     shapes, annotations = [], []
@@ -77,7 +78,7 @@ def free_queue_figure(
             else:  # the list continues on the next row
                 annotations.append(dict(x=x0 + NODE_W + 0.1, y=y0 + 0.4, text="↵", showarrow=False, font=dict(size=18)))
     if queue:
-        annotations.append(dict(x=0.25, y=0.4, text="<b>HEAD</b>", showarrow=False, xanchor="right", font=dict(size=12)))
+        annotations.append(dict(x=0.42, y=0.4, text="<b>HEAD</b>", showarrow=False, xanchor="right", font=dict(size=12)))
         last_row, last_col = divmod(len(queue) - 1, per_row)
         annotations.append(
             dict(x=last_col + 0.5 + NODE_W + 0.08, y=last_row * 1.6 + 0.4, text="<b>TAIL</b>", showarrow=False,
@@ -90,9 +91,12 @@ def free_queue_figure(
         for block_id, label in marks.items():
             pos = queue.index(block_id)
             row, col = divmod(pos, per_row)
+            above = label == "next evicted"  # above the node, so it never collides with "next reused"
             annotations.append(
-                dict(x=col + 0.5 + NODE_W / 2, y=row * 1.6 + 0.8, text=f"▲ {label}", showarrow=False, yanchor="top",
-                     yshift=-2, font=dict(size=11, color=STATE_COLORS["evicted"]))
+                dict(x=col + 0.5 + NODE_W / 2, y=row * 1.6 + (0 if above else 0.8),
+                     text=f"{label} ▼" if above else f"▲ {label}", showarrow=False,
+                     yanchor="bottom" if above else "top", yshift=2 if above else -2,
+                     font=dict(size=11, color=STATE_COLORS["evicted"]))
             )
     else:
         annotations.append(
@@ -109,9 +113,9 @@ def free_queue_figure(
     fig.update_layout(
         **base_layout(
             title=dict(text=title, x=0.01) if title else None, shapes=shapes, annotations=annotations,
-            height=int(95 * rows * 1.0 + (60 if title else 20)), margin=dict(l=10, r=10, t=45 if title else 10, b=5),
+            height=int(100 * rows + (70 if title else 30)), margin=dict(l=10, r=10, t=45 if title else 10, b=5),
         )
     )
-    fig.update_xaxes(range=[-0.3, per_row + 0.6], visible=False, fixedrange=True)
-    fig.update_yaxes(range=[rows * 1.6 - 0.5, -0.15], visible=False, fixedrange=True)
+    fig.update_xaxes(range=[-0.45, per_row + 0.75], visible=False, fixedrange=True)
+    fig.update_yaxes(range=[rows * 1.6 - 0.45, -0.45], visible=False, fixedrange=True)
     return fig

@@ -16,9 +16,9 @@ def legend_html(states: Iterable[str] = POOL_STATES) -> str:
     chips = []
     for state in states:
         chips.append(
-            "<span style='display:inline-flex;align-items:center;margin-right:16px;white-space:nowrap'>"
+            "<span style='display:inline-flex;align-items:center;margin-right:14px;white-space:nowrap;font-size:.92rem'>"
             f"<span style='width:16px;height:16px;border-radius:3px;border:1px solid #90a4ae;"
             f"background:{STATE_COLORS[state]};display:inline-block;margin-right:6px'></span>"
             f"{escape(STATE_LABELS[state])}</span>"
         )
-    return "<div style='line-height:2'>" + "".join(chips) + "</div>"
+    return "<div style='line-height:1.8;display:inline'>" + "".join(chips) + "</div>"

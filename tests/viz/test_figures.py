@@ -75,7 +75,7 @@ def test_free_queue_order_and_victims(vllm: ScenarioRun, classic: ScenarioRun) -
     assert [c[2] for c in fig.data[0].customdata] == list(range(10))
     assert fig.data[0].customdata[0][1] == "free" and fig.data[0].customdata[5][1] == "cached_free"
     texts = [a.text for a in fig.layout.annotations]
-    assert "▲ next reused" in texts and "▲ next evicted" in texts
+    assert "▲ next reused" in texts and "next evicted ▼" in texts
     assert next_eviction(snap) == 4
     assert "<b>HEAD</b>" in texts and "<b>TAIL</b>" in texts
     # classic: block 8 (no hash) is the head; 4 is still the first cached block.

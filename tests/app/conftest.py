@@ -1,0 +1,44 @@
+"""AppTest helpers: run the real app.py (navigation + sidebar) and read figures as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+TIMEOUT = 60
+
+
+def new_app(**query: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update(query)
+    return at
+
+
+@pytest.fixture
+def lab() -> AppTest:
+    at = new_app()
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def figures(at: AppTest) -> list[dict]:
+    """Every Plotly chart on the page, as the figure dict the browser receives."""
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def figure(at: AppTest, title_part: str, nth: int = 0) -> dict:
+    matches = [f for f in figures(at) if title_part in (f["layout"].get("title") or {}).get("text", "")]
+    return matches[nth]
+
+
+def shape(fig: dict, name: str) -> dict:
+    return next(s for s in fig["layout"]["shapes"] if s.get("name") == name)
+
+
+def markdown_text(at: AppTest) -> str:
+    return "\n".join(m.value for m in at.markdown)

@@ -1,0 +1,67 @@
+"""The shared sidebar: engine settings every lab-style page reads.
+
+Values live in ``st.session_state`` under the ``cfg_*`` keys; the widgets are drawn by
+``app.py`` on every page, so their state survives page switches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from engine.hashing import HASH_FUNCTIONS, resolve_seed
+from engine.kv_cache import FREE_POLICIES
+from ui.persist import copy_back, mirror
+
+POLICY_HELP = {
+    "vllm": "vLLM ≥ 0.24: blocks without a hash go to the head of the free queue (reused first), hashed blocks to the tail.",
+    "classic": "vLLM ≤ 0.23 (and the design doc's figures): every freed block goes to the tail.",
+}
+HASH_ALGOS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
+DEFAULTS: dict[str, object] = {"cfg_block_size": None, "cfg_num_blocks": None, "cfg_policy": "vllm", "cfg_hash_algo": "sha256"}
+
+
+@dataclass(frozen=True)
+class LabSettings:
+    """``None`` for block size / pool size means "use the scenario's own setting"."""
+
+    block_size: int | None = None
+    num_blocks: int | None = None
+    free_policy: str = "vllm"
+    hash_algo: str = "sha256"
+
+    @property
+    def other_policy(self) -> str:
+        return next(p for p in FREE_POLICIES if p != self.free_policy)
+
+
+def init_defaults() -> None:
+    for key, value in DEFAULTS.items():
+        st.session_state.setdefault(key, value)
+
+
+def current_settings() -> LabSettings:
+    init_defaults()
+    s = st.session_state
+    return LabSettings(s["cfg_block_size"], s["cfg_num_blocks"], s["cfg_policy"], s["cfg_hash_algo"])
+
+
+def render_sidebar() -> LabSettings:
+    """Draw the settings widgets in the sidebar and return what they say."""
+    init_defaults()
+    algos = [a for a in HASH_ALGOS if a in HASH_FUNCTIONS]
+    with st.sidebar:
+        st.markdown("### Engine settings")
+        st.number_input("Block size (tokens per block)", min_value=1, max_value=64, step=1, key=mirror("cfg_block_size"), on_change=copy_back("cfg_block_size"),
+                        placeholder="from the scenario", help="Empty: use the scenario's own `block_size`.")
+        st.number_input("Pool size (blocks, incl. null block 0)", min_value=2, max_value=256, step=1,
+                        key=mirror("cfg_num_blocks"), on_change=copy_back("cfg_num_blocks"), placeholder="from the scenario",
+                        help="Empty: use the scenario's own `blocks`. Block 0 is the null block, never used.")
+        st.radio("Free policy", list(FREE_POLICIES), key=mirror("cfg_policy"), on_change=copy_back("cfg_policy"), horizontal=True,
+                 help="\n\n".join(f"**{k}**: {v}" for k, v in POLICY_HELP.items()))
+        st.selectbox("Hash algorithm", algos, key=mirror("cfg_hash_algo"), on_change=copy_back("cfg_hash_algo"))
+        settings = current_settings()
+        _seed, why = resolve_seed(settings.hash_algo, None)
+        st.caption(f"Hash seed: {why}.")
+    return settings

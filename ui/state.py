@@ -1,0 +1,113 @@
+"""The lab's per-student state in ``st.session_state``, and the URL that mirrors it.
+
+Durable values live under plain keys (``lab_*``); widgets use mirror keys (``_w_*``)
+because Streamlit drops a widget's state when its page is not shown. The played runs are
+kept per session, keyed by (scenario text, settings), so stepping never replays a scenario.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.kv_cache import FREE_POLICIES
+from engine.scenario_library import BUILTIN_SCENARIOS
+from ui.lab_logic import LabRuns, build_runs
+from ui.persist import copy_back, mirror  # noqa: F401  (re-exported for the pages)
+from ui.settings import HASH_ALGOS, LabSettings
+
+CUSTOM = "custom"
+LAB_DEFAULTS: dict[str, object] = {
+    "lab_source": "design-doc",
+    "custom_text": "",
+    "lab_pos": 0,
+    "lab_compare": False,
+    "lab_predict": False,
+    "lab_playing": False,
+    "lab_speed": 2.0,
+    "lab_block": None,
+    "lab_hash": None,
+    "lab_q": None,
+    "lab_revealed": False,
+}
+MAX_CACHED_RUNS = 4
+
+
+def init_lab_state() -> None:
+    for key, value in LAB_DEFAULTS.items():
+        st.session_state.setdefault(key, value)
+
+
+def scenario_text(source: str) -> str:
+    return st.session_state["custom_text"] if source == CUSTOM else BUILTIN_SCENARIOS[source]
+
+
+def get_runs(text: str, settings: LabSettings) -> LabRuns:
+    """Both policies' runs of ``text``, played once per (text, settings) and kept in the session."""
+    cache: dict[tuple, LabRuns] = st.session_state.setdefault("_lab_runs", {})
+    key = (text, settings.block_size, settings.num_blocks, settings.hash_algo)
+    if key not in cache:
+        runs = build_runs(text, block_size=settings.block_size, num_blocks=settings.num_blocks, hash_algo=settings.hash_algo)
+        while len(cache) >= MAX_CACHED_RUNS:
+            cache.pop(next(iter(cache)))
+        cache[key] = runs
+    return cache[key]
+
+
+# -- URL -------------------------------------------------------------------------------------------------
+def _int(value: str | None, lo: int, hi: int) -> int | None:
+    try:
+        number = int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if lo <= number <= hi else None
+
+
+def restore_from_url() -> None:
+    """Once per session: take scenario, step and settings from the URL (bad values are ignored)."""
+    if st.session_state.get("_url_restored"):
+        return
+    st.session_state["_url_restored"] = True
+    init_lab_state()
+    q = st.query_params
+    source = q.get("scenario")
+    if source in BUILTIN_SCENARIOS:
+        st.session_state["lab_source"] = source
+    elif source == CUSTOM and q.get("text"):
+        st.session_state["custom_text"] = q["text"]
+        st.session_state["editor_text"] = q["text"]
+        st.session_state["lab_source"] = CUSTOM
+    step = _int(q.get("step"), 0, 10**7)
+    if step is not None:
+        st.session_state["lab_pos"] = step
+    if q.get("policy") in FREE_POLICIES:
+        st.session_state["cfg_policy"] = q["policy"]
+    if q.get("algo") in HASH_ALGOS:
+        st.session_state["cfg_hash_algo"] = q["algo"]
+    block_size = _int(q.get("bs"), 1, 64)
+    if block_size is not None:
+        st.session_state["cfg_block_size"] = block_size
+    num_blocks = _int(q.get("blocks"), 2, 256)
+    if num_blocks is not None:
+        st.session_state["cfg_num_blocks"] = num_blocks
+    st.session_state["lab_compare"] = q.get("compare") == "1"
+    st.session_state["lab_block"] = _int(q.get("block"), 0, 255)
+
+
+def write_url(settings: LabSettings) -> None:
+    """Put the lab's shareable state in the URL (only what differs from the defaults)."""
+    s = st.session_state
+    params: dict[str, str] = {"scenario": s["lab_source"], "step": str(s["lab_pos"]), "policy": settings.free_policy}
+    if s["lab_source"] == CUSTOM:
+        params["text"] = s["custom_text"]
+    if settings.hash_algo != "sha256":
+        params["algo"] = settings.hash_algo
+    if settings.block_size:
+        params["bs"] = str(settings.block_size)
+    if settings.num_blocks:
+        params["blocks"] = str(settings.num_blocks)
+    if s["lab_compare"]:
+        params["compare"] = "1"
+    if s["lab_block"] is not None:
+        params["block"] = str(s["lab_block"])
+    if dict(st.query_params) != params:
+        st.query_params.from_dict(params)
