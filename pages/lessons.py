@@ -18,6 +18,7 @@ import streamlit as st
 from engine.events import BlocksAllocated, BlocksTouched
 from engine.lessons import Answer, Lesson, LessonError, Question, answer_question, load_lessons
 from engine.scenario import ScenarioRun, run_scenario
+from ui.persist import copy_back, mirror
 from viz import block_contents, block_grid, block_tables_figure, describe_event, free_queue_figure, hit_blocks, legend_html
 from viz.describe import EVENT_TAGS
 from viz.legend import POOL_STATES, TABLE_STATES
@@ -65,7 +66,11 @@ def previous_line(lesson: Lesson, line_no: int) -> int:
 
 
 def step_controls(lesson: Lesson) -> int:
-    """Back / Next buttons and a slider over the scenario's lines; returns the chosen line."""
+    """Back / Next buttons and a slider over the scenario's lines; returns the chosen line.
+
+    The position lives under a durable key mirrored into the widget (the lab's
+    :mod:`ui.persist` pattern), so it survives a visit to another page.
+    """
     positions = [0, *lesson.action_lines]
     key = pos_key(lesson)
     if key not in st.session_state:  # first visit: a shared URL may name the line
@@ -83,7 +88,8 @@ def step_controls(lesson: Lesson) -> int:
     c3.button("Next line", icon=":material/chevron_right:", key=f"{key}_next", on_click=set_line, type="primary",
               args=(lesson, positions[min(len(positions) - 1, index + 1)]), disabled=index == len(positions) - 1,
               width="stretch")
-    st.select_slider("Scenario position", positions, key=key, format_func=lambda n: "start" if n == 0 else f"line {n}")
+    st.select_slider("Scenario position", positions, key=mirror(key), on_change=copy_back(key),
+                     format_func=lambda n: "start" if n == 0 else f"line {n}")
     st.query_params["line"] = str(st.session_state[key])
     return st.session_state[key]
 
@@ -229,7 +235,10 @@ def lesson_picker(lessons: list[Lesson]) -> Lesson:
     if "lessons_pick" not in st.session_state:
         st.session_state["lessons_pick"] = wanted if wanted in slugs else slugs[0]
     titles = {lesson.slug: f"{n}. {lesson.title}" for n, lesson in enumerate(lessons, start=1)}
-    slug = st.selectbox("Lesson", slugs, key="lessons_pick", format_func=titles.__getitem__)
+    if st.session_state["lessons_pick"] not in slugs:  # a lesson file was removed or broke
+        st.session_state["lessons_pick"] = slugs[0]
+    slug = st.selectbox("Lesson", slugs, key=mirror("lessons_pick"), on_change=copy_back("lessons_pick"),
+                        format_func=titles.__getitem__)
     if st.query_params.get("lesson") != slug:
         st.query_params.pop("line", None)  # a line number belongs to the lesson it was shared with
     st.query_params["lesson"] = slug

@@ -95,5 +95,14 @@ def test_broken_lesson_shows_its_file_and_line_and_the_others_still_load(tmp_pat
     at = open_page()
     messages = [e.value for e in at.error]
     assert any(m.startswith(f"02-broken.md, line {bad_line}:") and "unknown command 'fly'" in m for m in messages), messages
-    assert at.selectbox(key="lessons_pick").options == ["1. Tokens, KV blocks and paged attention"]
+    assert at.selectbox(key="_w_lessons_pick").options == ["1. Tokens, KV blocks and paged attention"]
     assert at.header[0].value == "Tokens, KV blocks and paged attention"
+
+
+def test_app_navigation_includes_the_lessons_page() -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/lessons.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Lessons"
+    assert at.header[0].value == LESSONS[0].title
