@@ -19,6 +19,7 @@ from engine.events import BlocksAllocated, BlocksTouched
 from engine.lessons import Answer, Lesson, LessonError, Question, answer_question, load_lessons
 from engine.scenario import ScenarioRun, run_scenario
 from ui.persist import copy_back, mirror
+from ui.state import CUSTOM, init_lab_state
 from viz import block_contents, block_grid, block_tables_figure, describe_event, free_queue_figure, hit_blocks, legend_html
 from viz.describe import EVENT_TAGS
 from viz.legend import POOL_STATES, TABLE_STATES
@@ -147,10 +148,21 @@ def body_markdown(body: str) -> str:
     return re.sub(r"^(#{1,3}) ", lambda m: "#" * (len(m.group(1)) + 2) + " ", body, flags=re.MULTILINE)
 
 
+def open_in_lab(lesson: Lesson, event_index: int) -> None:
+    """Callback: hand the scenario to the lab page (its durable ``lab_*`` keys) at this moment."""
+    init_lab_state()
+    st.session_state.update(
+        custom_text=lesson.scenario_text, lab_source=CUSTOM, lab_pos=event_index, lab_block=None, lab_hash=None,
+        lab_q=None, lab_predict=False, lab_playing=False, lab_compare=len(lesson.policies) > 1, lessons_go_lab=True,
+    )
+    if len(lesson.policies) == 1:
+        st.session_state["cfg_policy"] = lesson.policies[0]
+
+
 def scenario_section(lesson: Lesson) -> None:
     """Prose on the left; the scenario, its step control and what the line did on the right; views below."""
     runs = {p: run_scenario(lesson.scenario, p) for p in lesson.policies}
-    prose, player = st.columns([1, 1], gap="large")
+    prose, player = st.columns([1, 1.1], gap="large")
     with prose:
         st.markdown(body_markdown(lesson.body))
     with player:
@@ -161,8 +173,13 @@ def scenario_section(lesson: Lesson) -> None:
         st.code(lesson.scenario_text.rstrip(), language=None, line_numbers=True, wrap_lines=True)
         line_no = step_controls(lesson)
         what_happened(lesson, runs[lesson.policies[0]], line_no)
+        st.button("Open in the lab, event by event", icon=":material/grid_view:", key=f"lab_{lesson.slug}",
+                  on_click=open_in_lab, args=(lesson, state_index(runs[lesson.policies[0]], line_no)),
+                  help="The eviction lab steps through every single event of this scenario, forwards and backwards")
     st.markdown("##### The cache " + ("before the first line" if line_no == 0 else f"after line {line_no}"))
-    st.markdown(legend_html(POOL_STATES) + legend_html(TABLE_STATES), unsafe_allow_html=True)
+    states = [s for s in POOL_STATES if s != "highlight"] + list(TABLE_STATES)
+    st.markdown(legend_html(states), unsafe_allow_html=True)
+    st.caption("Blocks with a thick pink outline are the ones this line allocated or hit.")
     columns = st.columns(len(runs), gap="medium") if len(runs) > 1 else [st.container()]
     for column, (policy, run) in zip(columns, runs.items()):
         with column:
@@ -252,6 +269,8 @@ def main() -> None:
         "</style>",
         unsafe_allow_html=True,
     )
+    if st.session_state.pop("lessons_go_lab", False):
+        st.switch_page("pages/lab.py")
     st.title("Lessons")
     if not LESSONS_DIR.is_dir():
         st.error(f"No lessons folder at {LESSONS_DIR}.")

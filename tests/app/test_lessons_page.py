@@ -106,3 +106,19 @@ def test_app_navigation_includes_the_lessons_page() -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert at.title[0].value == "Lessons"
     assert at.header[0].value == LESSONS[0].title
+
+
+def test_open_in_lab_hands_over_the_scenario_at_this_moment() -> None:
+    lesson = next(lesson for lesson in LESSONS if lesson.slug.startswith("06"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/lessons.py")
+    at.session_state["lessons_pick"] = lesson.slug
+    at.session_state[f"lesson_pos_{lesson.slug}"] = lesson.action_lines[2]
+    at.run()
+    at.button(key=f"lab_{lesson.slug}").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["custom_text"] == lesson.scenario_text
+    assert at.session_state["lab_source"] == "custom"
+    assert at.session_state["lab_pos"] > 0
+    assert any("Block pool & eviction lab" in m.value for m in at.markdown)
