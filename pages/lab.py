@@ -229,10 +229,10 @@ def highlight_pickers(run: ScenarioRun, contents: dict, pos: int) -> None:
     if st.session_state.get("lab_hash") not in hashes:
         st.session_state["lab_hash"] = None
     labels = {h.hex(): f"{h.hex()[:8]} · {' '.join(run.token_text(t) for t in contents.get(h, []))}" for h in snap.hash_table}
-    c0, c1, c2 = st.columns([2.2, 1, 1.3], vertical_alignment="center")
+    c0, c1, c2 = st.columns([3.2, 1, 1.2], vertical_alignment="center")
     c0.markdown(legend_html(POOL_STATES) + legend_html(TABLE_STATES), unsafe_allow_html=True)
     c1.selectbox("Highlight a block", block_ids, label_visibility="collapsed", placeholder="Highlight a block…", key=mirror("lab_block"), on_change=copy_back("lab_block"),
-                 format_func=lambda b: "Highlight a block…" if b is None else f"block {b} highlighted",
+                 format_func=lambda b: "Highlight a block…" if b is None else f"block {b}",
                  help="Or click a tile. The block is outlined in every view.")
     c2.selectbox("…or a hash", hashes, label_visibility="collapsed", placeholder="…or a hash", key=mirror("lab_hash"), on_change=copy_back("lab_hash"),
                  format_func=lambda h: "…or a hash" if h is None else "hash " + labels.get(h, h[:8]),
@@ -285,20 +285,20 @@ def main() -> None:
         "<style>[data-testid=stMainBlockContainer]{padding-top:2.2rem}.lab-card{border-left:6px solid %s;background:#f5f7fa;padding:10px 14px;border-radius:4px;"
         "font-size:1.08rem;margin-bottom:6px}.lab-card-head{font-size:.85rem;color:#546e7a;margin-bottom:4px}"
         ".lab-tag{background:#263238;color:white;border-radius:3px;padding:1px 6px;font-size:.8rem;margin-right:6px}"
-        ".lab-status{font-size:.95rem;color:#37474f;margin:2px 0 4px 0}"
+        ".lab-title{font-size:1.6rem;font-weight:700;line-height:1.2;white-space:nowrap}.lab-status{font-size:.95rem;color:#37474f;margin:2px 0 4px 0}"
         ".lab-log{list-style:none;padding-left:0;font-size:.95rem}.lab-log li{padding:2px 4px}</style>"
         % STATE_COLORS["in_use"],
         unsafe_allow_html=True,
     )
-    st.markdown("## Block pool & eviction lab")
     titles = builtin_titles()
     options = list(titles) + ([CUSTOM] if st.session_state["custom_text"] else [])
     if st.session_state["lab_source"] not in options:
         st.session_state["lab_source"] = options[0]
-    c1, c2 = st.columns([3, 1.2], vertical_alignment="bottom")
-    c1.selectbox("Scenario", options, key=mirror("lab_source"), on_change=on_source_change,
+    c0, c1, c2 = st.columns([2.4, 2.3, 1.2], vertical_alignment="center")
+    c0.markdown("<div class='lab-title'>Block pool &amp; eviction lab</div>", unsafe_allow_html=True)
+    c1.selectbox("Scenario", options, key=mirror("lab_source"), on_change=on_source_change, label_visibility="collapsed",
                  format_func=lambda k: "Your scenario (from the editor)" if k == CUSTOM else titles[k])
-    c2.page_link("pages/scenario_editor.py", label="Write your own scenario", icon=":material/edit_note:")
+    c2.page_link("pages/scenario_editor.py", label="Write a scenario", icon=":material/edit_note:")
     try:
         runs = get_runs(scenario_text(st.session_state["lab_source"]), settings)
     except ScenarioError as exc:

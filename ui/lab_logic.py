@@ -6,6 +6,7 @@ stays thin and these rules are unit-testable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.events import BlockRemoved, BlocksAllocated, Event, StepStarted
@@ -135,7 +136,9 @@ class LogLine:
     future: bool
 
 
-def log_window(run: ScenarioRun, index: int, describe, before: int = 6, after: int = 2) -> list[LogLine]:  # type: ignore[no-untyped-def]
+def log_window(
+    run: ScenarioRun, index: int, describe: Callable[[Event], str], before: int = 6, after: int = 2
+) -> list[LogLine]:
     """The events around ``index`` (the last applied one is current), for an event-log list."""
     lo, hi = max(0, index - before), min(len(run.events), index + after)
     return [

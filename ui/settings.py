@@ -1,7 +1,8 @@
 """The shared sidebar: engine settings every lab-style page reads.
 
-Values live in ``st.session_state`` under the ``cfg_*`` keys; the widgets are drawn by
-``app.py`` on every page, so their state survives page switches.
+Values live in ``st.session_state`` under the ``cfg_*`` keys (plain keys, mirrored into the
+widgets by :mod:`ui.persist`), so they survive page switches and fragment reruns. Other
+pages read them with :func:`current_settings`.
 """
 
 from __future__ import annotations
@@ -53,13 +54,15 @@ def render_sidebar() -> LabSettings:
     algos = [a for a in HASH_ALGOS if a in HASH_FUNCTIONS]
     with st.sidebar:
         st.markdown("### Engine settings")
-        st.number_input("Block size (tokens per block)", min_value=1, max_value=64, step=1, key=mirror("cfg_block_size"), on_change=copy_back("cfg_block_size"),
+        st.number_input("Block size (tokens per block)", min_value=1, max_value=64, step=1,
+                        key=mirror("cfg_block_size"), on_change=copy_back("cfg_block_size"),
                         placeholder="from the scenario", help="Empty: use the scenario's own `block_size`.")
         st.number_input("Pool size (blocks, incl. null block 0)", min_value=2, max_value=256, step=1,
-                        key=mirror("cfg_num_blocks"), on_change=copy_back("cfg_num_blocks"), placeholder="from the scenario",
+                        key=mirror("cfg_num_blocks"), on_change=copy_back("cfg_num_blocks"),
+                        placeholder="from the scenario",
                         help="Empty: use the scenario's own `blocks`. Block 0 is the null block, never used.")
-        st.radio("Free policy", list(FREE_POLICIES), key=mirror("cfg_policy"), on_change=copy_back("cfg_policy"), horizontal=True,
-                 help="\n\n".join(f"**{k}**: {v}" for k, v in POLICY_HELP.items()))
+        st.radio("Free policy", list(FREE_POLICIES), key=mirror("cfg_policy"), on_change=copy_back("cfg_policy"),
+                 horizontal=True, help="\n\n".join(f"**{k}**: {v}" for k, v in POLICY_HELP.items()))
         st.selectbox("Hash algorithm", algos, key=mirror("cfg_hash_algo"), on_change=copy_back("cfg_hash_algo"))
         settings = current_settings()
         _seed, why = resolve_seed(settings.hash_algo, None)

@@ -16,8 +16,8 @@ def legend_html(states: Iterable[str] = POOL_STATES) -> str:
     chips = []
     for state in states:
         chips.append(
-            "<span style='display:inline-flex;align-items:center;margin-right:14px;white-space:nowrap;font-size:.92rem'>"
-            f"<span style='width:16px;height:16px;border-radius:3px;border:1px solid #90a4ae;"
+            "<span style='display:inline-flex;align-items:center;margin-right:12px;white-space:nowrap;font-size:.86rem'>"
+            f"<span style='width:14px;height:14px;border-radius:3px;border:1px solid #90a4ae;"
             f"background:{STATE_COLORS[state]};display:inline-block;margin-right:6px'></span>"
             f"{escape(STATE_LABELS[state])}</span>"
         )

@@ -168,3 +168,42 @@ def test_autoplay_toggles(lab: AppTest) -> None:
     assert lab.session_state["lab_pos"] >= 1
     click(lab, "play")
     assert not lab.session_state["lab_playing"]
+
+
+def test_predict_next_question_walks_through_evictions() -> None:
+    at = new_app(scenario="eviction-pressure")
+    at.run()
+    at.toggle(key="_w_lab_predict").set_value(True).run()
+    first = at.session_state["lab_q"]
+    at.button_group[0].set_value(first.answer).run()
+    click(at, "predict_reveal")
+    assert "Right!" in at.success[0].value
+    click(at, "predict_next")
+    second = at.session_state["lab_q"]
+    assert second is not None and second.ask_at > first.ask_at
+    assert at.session_state["lab_pos"] == second.ask_at
+    assert not at.session_state["lab_revealed"]
+
+
+def test_highlight_a_hash_in_both_policies() -> None:
+    at = new_app(step="30", compare="1")
+    at.run()
+    assert len(at.selectbox(key="_w_lab_hash").options) > 1
+    hover = figure(at, "Physical KV blocks")["data"][0]["hovertext"][1]
+    block1_hash = hover.split("hash: ")[1].split("<br>")[0]
+    at.selectbox(key="_w_lab_hash").set_value(block1_hash).run()
+    assert at.session_state["lab_hash"] == block1_hash
+    for nth in (0, 1):  # both policies' grids outline the block holding it
+        grid = figure(at, "Physical KV blocks", nth)
+        outlined = [s["name"] for s in grid["layout"]["shapes"] if s["line"]["color"] == STATE_COLORS["highlight"]]
+        assert outlined == ["block-1"]
+
+
+def test_hash_algorithm_changes_the_hashes() -> None:
+    lab = new_app(step="10")
+    lab.run()
+    before = figure(lab, "Hash table")["data"][0]["cells"]["values"][0]
+    lab.selectbox(key="_w_cfg_hash_algo").set_value("sha256_cbor").run()
+    assert not lab.exception
+    after = figure(lab, "Hash table")["data"][0]["cells"]["values"][0]
+    assert len(before) == len(after) and before != after
