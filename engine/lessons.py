@@ -43,9 +43,11 @@ from engine.lesson_answers import (
     option_matches,
     parse_expression,
 )
+from engine.lesson_measure import MeasureSpec
 from engine.scenario import AddRequest, Scenario, ScenarioError, parse_scenario, run_scenario
 
-LESSON_KEYS = ("title", "summary", "scenario", "policies", "questions")
+LESSON_KEYS = ("title", "summary", "scenario", "policies", "questions", "measure")
+MEASURE_KEYS = ("system", "questions", "block_size")
 QUESTION_KEYS = ("id", "ask", "after", "answer", "options", "policy", "explain")
 POLICIES = ("vllm", "classic")
 _LABEL_RE = re.compile(r"#\s*@([A-Za-z0-9_\-]+)")
@@ -92,6 +94,7 @@ class Lesson:
     questions: list[Question] = field(default_factory=list)
     labels: dict[str, int] = field(default_factory=dict)  # @label -> scenario line
     scenario_file_line: int = 0  # file line of scenario line 1
+    measure: MeasureSpec | None = None  # chat prompts to time on the real model, if any
 
     @property
     def action_lines(self) -> list[int]:
@@ -220,6 +223,27 @@ def _parse_question(item: yaml.Node, number: int, lesson: Lesson, path: Path) ->
     )
 
 
+def _parse_measure(node: yaml.Node, path: Path) -> MeasureSpec:
+    """``measure: {system: ..., questions: [...], block_size: 16}``: prompts for the real-model TTFT table."""
+    fields = _mapping(node, path, "measure")
+    for key, (knode, _) in fields.items():
+        if key not in MEASURE_KEYS:
+            raise LessonError(path, _node_line(knode), f"unknown measure key {key!r}; use {', '.join(MEASURE_KEYS)}.")
+    if "system" not in fields or "questions" not in fields:
+        raise LessonError(path, _node_line(node), "measure needs 'system:' (the shared prompt) and 'questions:' (a list).")
+    questions = yaml.safe_load(yaml.serialize(fields["questions"][1]))
+    if not isinstance(questions, list) or len(questions) < 2 or not all(isinstance(q, str) and q.strip() for q in questions):
+        raise LessonError(path, _node_line(fields["questions"][1]), "measure questions must be a list of at least two questions.")
+    block_size = 16
+    if "block_size" in fields:
+        raw = str(fields["block_size"][1].value)
+        if not raw.isdigit() or int(raw) < 1:
+            raise LessonError(path, _node_line(fields["block_size"][1]), f"block_size must be a whole number >= 1, got {raw!r}.")
+        block_size = int(raw)
+    system = _text(fields["system"][1], path, "system").strip()
+    return MeasureSpec(system, tuple(q.strip() for q in questions), block_size)
+
+
 def parse_lesson(text: str, path: Path | str) -> Lesson:
     """Parse one lesson file (no engine run yet). Raises :class:`LessonError`."""
     path = Path(path)
@@ -265,6 +289,8 @@ def parse_lesson(text: str, path: Path | str) -> Lesson:
         scenario_file_line=first_line,
     )
     lesson.labels = _labels(scenario_text, scenario)
+    if "measure" in fields:
+        lesson.measure = _parse_measure(fields["measure"][1], path)
     if "questions" in fields:
         qnode = fields["questions"][1]
         if not isinstance(qnode, yaml.SequenceNode):

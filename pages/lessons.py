@@ -16,6 +16,8 @@ from pathlib import Path
 import streamlit as st
 
 from engine.events import BlocksAllocated, BlocksTouched
+from engine.config import EngineConfig
+from engine.lesson_measure import measure_ttft, real_model_available
 from engine.lessons import Answer, Lesson, LessonError, Question, answer_question, load_lessons
 from engine.scenario import ScenarioRun, run_scenario
 from ui.persist import copy_back, mirror
@@ -188,6 +190,51 @@ def scenario_section(lesson: Lesson) -> None:
             policy_views(lesson, run, line_no, policy, narrow=len(runs) > 1)
 
 
+# -- the real model (optional) ---------------------------------------------------------------------------
+@st.cache_resource(show_spinner="Loading the real model (once per server)…")
+def real_backend():  # noqa: ANN201 - engine.model.ModelBackend, imported lazily (torch)
+    from engine.model import ModelBackend
+
+    return ModelBackend(EngineConfig(backend="model"))
+
+
+def measure_key(lesson: Lesson) -> str:
+    return f"lesson_measure_{lesson.slug}"
+
+
+def run_measurement(lesson: Lesson) -> None:
+    """Callback: time the lesson's chats on the real model (cache on, then off)."""
+    try:
+        st.session_state[measure_key(lesson)] = measure_ttft(lesson.measure, real_backend())
+    except Exception as exc:  # noqa: BLE001 - a missing or broken model must not break the lesson
+        st.session_state[measure_key(lesson)] = f"The real model could not run here: {exc}"
+
+
+def measure_section(lesson: Lesson) -> None:
+    """TTFT with the cache on and off, measured by the engine on the real model when it is installed."""
+    spec = lesson.measure
+    st.subheader("On the real model", divider="gray")
+    st.caption(f"{len(spec.questions)} chats share this system prompt ({spec.block_size}-token blocks, one at a "
+               f"time, median of {spec.repeats} rounds): “{spec.system}”")
+    if not real_model_available():
+        st.info("This build has no model back end, so there is nothing to time here. The scenario above shows the same "
+                "reuse in tokens; the Playground page runs the real model when it is installed.")
+        return
+    st.button("Measure on the real model", icon=":material/timer:", key=f"measure_{lesson.slug}",
+              on_click=run_measurement, args=(lesson,))
+    result = st.session_state.get(measure_key(lesson))
+    if isinstance(result, str):
+        st.warning(result)
+    elif result:
+        st.dataframe(
+            [{"chat": r.question, "prompt tokens": r.prompt_tokens, "from the cache": r.cached_tokens,
+              "TTFT cache on (ms)": round(r.ttft_on_ms, 1), "TTFT cache off (ms)": round(r.ttft_off_ms, 1),
+              "speed-up": round(r.speedup, 2)} for r in result],
+            hide_index=True,
+        )
+        st.caption("The first chat finds a cold cache; the others reuse the system prompt's full blocks.")
+
+
 # -- questions -------------------------------------------------------------------------------------------
 def feedback_key(lesson: Lesson, question: Question) -> str:
     return f"lesson_fb_{lesson.slug}_{question.id}"
@@ -288,6 +335,8 @@ def main() -> None:
     if lesson.summary:
         st.caption(lesson.summary)
     scenario_section(lesson)
+    if lesson.measure is not None:
+        measure_section(lesson)
     if lesson.questions:
         st.subheader("Predict, then check", divider="gray")
         st.caption("Every answer below is computed by running the scenario on the engine, not written in the lesson.")

@@ -121,4 +121,5 @@ def test_open_in_lab_hands_over_the_scenario_at_this_moment() -> None:
     assert at.session_state["custom_text"] == lesson.scenario_text
     assert at.session_state["lab_source"] == "custom"
     assert at.session_state["lab_pos"] > 0
-    assert any("Block pool & eviction lab" in m.value for m in at.markdown)
+    assert any("eviction lab" in m.value for m in at.markdown)
+    assert not at.title  # the Lessons page is gone: the lab page runs

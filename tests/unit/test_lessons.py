@@ -217,3 +217,19 @@ def test_readme_documents_every_word_and_key() -> None:
 def test_loader_does_not_import_streamlit() -> None:
     code = "import sys, engine.lessons; engine.lessons.load_lessons('lessons'); assert 'streamlit' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_measure_spec_parses_and_times_on_the_simulator(tmp_path: Path) -> None:
+    from engine.lesson_measure import measure_ttft
+    from engine.simulator import SimulatorBackend
+
+    lesson = load_lesson(LESSONS / "03-shared-system-prompt.md")
+    assert lesson.measure is not None and len(lesson.measure.questions) >= 2
+    rows = measure_ttft(lesson.measure, SimulatorBackend())
+    assert rows[0].cached_tokens == 0  # cold cache
+    assert all(r.cached_tokens >= 16 for r in rows[1:])  # the shared system prompt's full blocks
+    assert all(r.ttft_on_ms >= 0 and r.ttft_off_ms >= 0 for r in rows)
+    bad = GOOD.replace("questions:\n", "measure:\n  system: hi\n  questions: [one]\nquestions:\n", 1)
+    with pytest.raises(LessonError, match="at least two questions") as info:
+        load_lesson(write(tmp_path, "m.md", bad))
+    assert info.value.line == line_of(bad, "questions: [one]")
