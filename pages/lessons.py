@@ -228,11 +228,12 @@ def measure_section(lesson: Lesson) -> None:
     elif result:
         st.dataframe(
             [{"chat": r.question, "prompt tokens": r.prompt_tokens, "from the cache": r.cached_tokens,
-              "TTFT cache on (ms)": round(r.ttft_on_ms, 1), "TTFT cache off (ms)": round(r.ttft_off_ms, 1),
+              "computed": r.computed_tokens, "TTFT cache on (ms)": round(r.ttft_on_ms, 1), "TTFT cache off (ms)": round(r.ttft_off_ms, 1),
               "speed-up": round(r.speedup, 2)} for r in result],
             hide_index=True,
         )
-        st.caption("The first chat finds a cold cache; the others reuse the system prompt's full blocks.")
+        st.caption("The first chat finds a cold cache; the others reuse the system prompt's full blocks. The token "
+                   "columns are exact; the timings depend on the machine and are noisy on a busy CPU.")
 
 
 # -- questions -------------------------------------------------------------------------------------------
@@ -319,6 +320,8 @@ def main() -> None:
     if st.session_state.pop("lessons_go_lab", False):
         st.switch_page("pages/lab.py")
     st.title("Lessons")
+    st.sidebar.caption("Lessons play each scenario with the settings written in the lesson, so that its questions "
+                       "keep their answers; the engine settings above apply to the lab.")
     if not LESSONS_DIR.is_dir():
         st.error(f"No lessons folder at {LESSONS_DIR}.")
         return

@@ -210,7 +210,7 @@ def test_readme_documents_every_word_and_key() -> None:
     readme = (LESSONS / "README.md").read_text(encoding="utf-8")
     for name in VOCABULARY:
         assert f"`{name}" in readme, name
-    for key in ("title", "summary", "scenario", "policies", "questions", "ask", "after", "answer", "options", "policy", "explain"):
+    for key in ("title", "summary", "scenario", "policies", "questions", "measure", "ask", "after", "answer", "options", "policy", "explain"):
         assert f"`{key}" in readme, key
 
 
