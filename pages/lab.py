@@ -23,6 +23,7 @@ from ui.lab_logic import (
     next_eviction_question,
 )
 from ui.settings import LabSettings, current_settings
+from ui.style import LAB_CSS
 from ui.state import CUSTOM, copy_back, get_runs, init_lab_state, mirror, scenario_text, write_url
 from viz import (
     block_grid,
@@ -35,10 +36,9 @@ from viz import (
 )
 from viz.describe import EVENT_TAGS
 from viz.legend import POOL_STATES, TABLE_STATES
-from viz.theme import STATE_COLORS
 
 PLOT_CONFIG = {"displayModeBar": False}
-SPEEDS = {"1 / s": 1.0, "2 / s": 2.0, "4 / s": 4.0}
+SPEEDS = (1.0, 2.0, 4.0)  # events per second
 POLICY_NOTES = {
     "vllm": "hashless blocks → head, hashed → tail",
     "classic": "every freed block → tail",
@@ -135,7 +135,7 @@ def policy_views(run: ScenarioRun, contents: dict, pos: int, prefix: str, stacke
     highlight = highlight_for(run, snap.hash_table)
     text = run.token_text
     grid = block_grid(snap, highlight, contents=contents, token_text=text)
-    queue = free_queue_figure(snap, highlight, contents=contents, token_text=text, per_row=8 if stacked else 14)
+    queue = free_queue_figure(snap, highlight, contents=contents, token_text=text, per_row=6 if stacked else 14)
     tables = block_tables_figure(snap, highlight, hits=hit_blocks(run.events, pos))
     hashes = hash_table_figure(snap, highlight, contents=contents, token_text=text)
     used = snap.num_blocks - 1 - len(snap.free_queue)
@@ -231,10 +231,12 @@ def highlight_pickers(run: ScenarioRun, contents: dict, pos: int) -> None:
     labels = {h.hex(): f"{h.hex()[:8]} · {' '.join(run.token_text(t) for t in contents.get(h, []))}" for h in snap.hash_table}
     c0, c1, c2 = st.columns([3.2, 1, 1.2], vertical_alignment="center")
     c0.markdown(legend_html(POOL_STATES) + legend_html(TABLE_STATES), unsafe_allow_html=True)
-    c1.selectbox("Highlight a block", block_ids, label_visibility="collapsed", placeholder="Highlight a block…", key=mirror("lab_block"), on_change=copy_back("lab_block"),
+    c1.selectbox("Highlight a block", block_ids, label_visibility="collapsed", placeholder="Highlight a block…",
+                 key=mirror("lab_block"), on_change=copy_back("lab_block"),
                  format_func=lambda b: "Highlight a block…" if b is None else f"block {b}",
                  help="Or click a tile. The block is outlined in every view.")
-    c2.selectbox("…or a hash", hashes, label_visibility="collapsed", placeholder="…or a hash", key=mirror("lab_hash"), on_change=copy_back("lab_hash"),
+    c2.selectbox("…or a hash", hashes, label_visibility="collapsed", placeholder="…or a hash",
+                 key=mirror("lab_hash"), on_change=copy_back("lab_hash"),
                  format_func=lambda h: "…or a hash" if h is None else "hash " + labels.get(h, h[:8]),
                  help="Outlines every block holding this hash (duplicates too), in both policies.")
 
@@ -265,8 +267,8 @@ def lab_views(runs: LabRuns, settings: LabSettings) -> None:
         columns = st.columns(2, gap="large")
         for col, run, at in ((columns[0], primary, pos), (columns[1], other, other_pos)):
             with col:
-                st.markdown(f"#### {run.free_policy}\n<span class='lab-status'>{POLICY_NOTES[run.free_policy]}</span>",
-                            unsafe_allow_html=True)
+                note = POLICY_NOTES[run.free_policy]
+                st.markdown(f"#### {run.free_policy}\n<span class='lab-status'>{note}</span>", unsafe_allow_html=True)
                 event_card(run, runs.contents[run.free_policy], at)
                 policy_views(run, runs.contents[run.free_policy], at, prefix=run.free_policy, stacked=True)
     else:
@@ -281,23 +283,15 @@ def lab_views(runs: LabRuns, settings: LabSettings) -> None:
 def main() -> None:
     init_lab_state()
     settings = current_settings()
-    st.markdown(
-        "<style>[data-testid=stMainBlockContainer]{padding-top:2.2rem}.lab-card{border-left:6px solid %s;background:#f5f7fa;padding:10px 14px;border-radius:4px;"
-        "font-size:1.08rem;margin-bottom:6px}.lab-card-head{font-size:.85rem;color:#546e7a;margin-bottom:4px}"
-        ".lab-tag{background:#263238;color:white;border-radius:3px;padding:1px 6px;font-size:.8rem;margin-right:6px}"
-        ".lab-title{font-size:1.6rem;font-weight:700;line-height:1.2;white-space:nowrap}.lab-status{font-size:.95rem;color:#37474f;margin:2px 0 4px 0}"
-        ".lab-log{list-style:none;padding-left:0;font-size:.95rem}.lab-log li{padding:2px 4px}</style>"
-        % STATE_COLORS["in_use"],
-        unsafe_allow_html=True,
-    )
+    st.markdown(LAB_CSS, unsafe_allow_html=True)
     titles = builtin_titles()
     options = list(titles) + ([CUSTOM] if st.session_state["custom_text"] else [])
     if st.session_state["lab_source"] not in options:
         st.session_state["lab_source"] = options[0]
     c0, c1, c2 = st.columns([2.4, 2.3, 1.2], vertical_alignment="center")
     c0.markdown("<div class='lab-title'>Block pool &amp; eviction lab</div>", unsafe_allow_html=True)
-    c1.selectbox("Scenario", options, key=mirror("lab_source"), on_change=on_source_change, label_visibility="collapsed",
-                 format_func=lambda k: "Your scenario (from the editor)" if k == CUSTOM else titles[k])
+    c1.selectbox("Scenario", options, key=mirror("lab_source"), on_change=on_source_change,
+                 label_visibility="collapsed", format_func=lambda k: "Your scenario (from the editor)" if k == CUSTOM else titles[k])
     c2.page_link("pages/scenario_editor.py", label="Write a scenario", icon=":material/edit_note:")
     try:
         runs = get_runs(scenario_text(st.session_state["lab_source"]), settings)
@@ -319,9 +313,8 @@ def main() -> None:
     t3.button("Pause" if playing else "Play", icon=":material/pause:" if playing else ":material/play_arrow:",
               key="play", on_click=toggle_play, disabled=st.session_state["lab_predict"], width="stretch",
               help="Autoplay: one event per tick")
-    speed_label = t4.selectbox("Speed", list(SPEEDS), index=list(SPEEDS.values()).index(st.session_state["lab_speed"])
-                               if st.session_state["lab_speed"] in SPEEDS.values() else 1, label_visibility="collapsed")
-    st.session_state["lab_speed"] = SPEEDS[speed_label]
+    t4.selectbox("Speed", SPEEDS, key=mirror("lab_speed"), on_change=copy_back("lab_speed"),
+                 format_func=lambda v: f"{v:g} / s", label_visibility="collapsed", help="Autoplay speed")
     interval = 1.0 / st.session_state["lab_speed"] if playing else None
     st.fragment(run_every=interval)(lab_views)(runs, settings)
 

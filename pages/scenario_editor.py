@@ -10,6 +10,7 @@ import streamlit as st
 from engine.scenario import Scenario, ScenarioError, parse_scenario
 from engine.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE, builtin_titles
 from ui.settings import current_settings
+from ui.style import LAB_CSS
 from ui.state import CUSTOM, copy_back, get_runs, init_lab_state, mirror
 
 CHEATSHEET = """\
@@ -75,7 +76,8 @@ def main() -> None:
     if st.session_state.pop("editor_go", False):
         st.switch_page("pages/lab.py")
     st.session_state.setdefault("editor_text", st.session_state["custom_text"] or DESIGN_DOC_EXAMPLE)
-    st.markdown("## Scenario editor")
+    st.markdown(LAB_CSS, unsafe_allow_html=True)
+    st.markdown("<div class='lab-title'>Scenario editor</div>", unsafe_allow_html=True)
     st.markdown("Write requests and steps as plain text, then **Run in the lab** to step through them. "
                 "The format is described below and in `docs/scenarios.md`.")
     titles = builtin_titles()

@@ -33,10 +33,14 @@ def text_color(state: str) -> str:
     return "white" if state in DARK_FILLS else "#212121"
 
 
+COMPACT_ABOVE = 48  # larger pools get small tiles: the id only
+
+
 def grid_shape(num_blocks: int, columns: int | None = None) -> tuple[int, int]:
-    """(rows, columns) for ``num_blocks`` tiles: balanced rows of at most 8 unless told."""
+    """(rows, columns) for ``num_blocks`` tiles: balanced rows of at most 8 (16 for big pools) unless told."""
     if columns is None:
-        rows = math.ceil(num_blocks / 8)
+        widest = 8 if num_blocks <= COMPACT_ABOVE else 16
+        rows = math.ceil(num_blocks / widest)
         columns = math.ceil(num_blocks / rows)
     return math.ceil(num_blocks / columns), columns
 
@@ -70,6 +74,7 @@ def block_grid(
     """
     selected = as_id_set(highlight)
     rows, cols = grid_shape(snapshot.num_blocks, columns)
+    compact = snapshot.num_blocks > COMPACT_ABOVE
     victim = snapshot.next_victim
     shapes, xs, ys, texts, hovers, custom, colors = [], [], [], [], [], [], []
     for block_id in range(snapshot.num_blocks):
@@ -88,6 +93,8 @@ def block_grid(
         )
         if block_id == 0:
             label = "<b>0</b><br>null"
+        elif compact:  # tiles too small for more: ref count, hash and owners are on hover
+            label = f"<b>{block_id}</b>"
         else:
             lines = [f"<b>{block_id}</b>", f"ref {snapshot.ref_cnt[block_id]}", _short(block_hash)]
             if owners:
@@ -113,7 +120,7 @@ def block_grid(
     fig = go.Figure(
         go.Scatter(
             x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",
-            customdata=custom, textfont=dict(color=colors, size=13), name="blocks",
+            customdata=custom, textfont=dict(color=colors, size=11 if compact else 13), name="blocks",
             marker=dict(symbol="square", size=44, color="rgba(0,0,0,0)"),
         )
     )
@@ -127,7 +134,7 @@ def block_grid(
     fig.update_layout(
         **base_layout(
             title=dict(text=title, x=0.01) if title else None,
-            height=125 * rows + (70 if title else 30), shapes=shapes, annotations=annotations,
+            height=(52 if compact else 125) * rows + (70 if title else 30), shapes=shapes, annotations=annotations,
             margin=dict(l=10, r=10, t=50 if title else 20, b=10),
         )
     )

@@ -62,10 +62,11 @@ def free_queue_figure(
         ys.append(y0 + 0.4)
         texts.append(f"<b>{block_id}</b><br>{block_hash.hex()[:4] if block_hash else '—'}")
         tokens = tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text)
-        hovers.append(
-            f"<b>block {block_id}</b>, position {pos} from the head<br>"
-            + (f"still cached: {block_hash.hex()}" + (f"<br>tokens: {tokens}" if tokens else "") if block_hash else "no hash: nothing is lost when it is reused")
-        )
+        if block_hash is None:
+            detail = "no hash: nothing is lost when it is reused"
+        else:
+            detail = f"still cached: {block_hash.hex()}" + (f"<br>tokens: {tokens}" if tokens else "")
+        hovers.append(f"<b>block {block_id}</b>, position {pos} from the head<br>{detail}")
         custom.append([block_id, state, pos])
         colors.append(text_color(state))
         if pos + 1 < len(queue):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.errors import PrefixLabError
 from engine.events import BlockRemoved, BlocksAllocated, BlocksFreed, CacheLookup
@@ -198,3 +200,20 @@ def test_design_doc_example(policy, after_r0, after_r1, r2_new, r2_evicted) -> N
     index = next(i for i, e in enumerate(events) if isinstance(e, BlocksAllocated) and e.request_id == "r2")
     state = run.timeline().state_at(index + 1)
     assert (state.block_hash[4] is not None) == (policy == "vllm")
+
+
+# -- robustness --------------------------------------------------------------------------------------
+WORDS = st.sampled_from(["request", "r0", "r0:", ":", "|", "step", "run", "finish", "reset", "blocks", "block_size",
+                         "A", "B", "[1,", "2]", "max_tokens=2", "output=x", "salt=", "lora=m", "#", "3", "-1", "0"])
+LINES = st.lists(WORDS, max_size=7).map(" ".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LINES, max_size=8).map("\n".join))
+def test_any_text_parses_or_names_a_line(text: str) -> None:
+    """A teacher's typo must never become a traceback: parse, run, or a ScenarioError."""
+    try:
+        run_scenario(parse_scenario(text))
+    except ScenarioError as err:
+        assert err.line_no is None or 1 <= err.line_no <= max(1, len(text.splitlines()))
+        assert str(err).strip()

@@ -162,3 +162,12 @@ def test_legend_has_every_state() -> None:
 def test_repl_usage(vllm: ScenarioRun) -> None:
     fig = block_grid(vllm.engine.timeline().state_at(5))
     assert isinstance(fig, go.Figure) and fig.to_json()
+
+
+def test_big_pools_get_compact_tiles() -> None:
+    run = run_scenario("blocks 64\nblock_size 2\nrequest a: x y z w v u | max_tokens=2\nrun")
+    fig = block_grid(run.timeline().state_at(len(run.events)))
+    assert len(fig.layout.shapes) == 64
+    assert fig.layout.xaxis.range[1] == 16  # 16 columns, 4 rows
+    assert fig.data[0].text[1] == "<b>1</b>" and "ref count: 0" in fig.data[0].hovertext[1]
+    assert fig.layout.height < 400
