@@ -255,6 +255,12 @@ def check(lesson: Lesson, question: Question, answer: Answer) -> None:
     st.session_state[feedback_key(lesson, question)] = verdict
 
 
+def choice_changed(lesson: Lesson, question: Question) -> None:
+    """Callback: a new prediction makes an old verdict stale (a revealed answer stays shown)."""
+    if st.session_state.get(feedback_key(lesson, question)) != "revealed":
+        st.session_state.pop(feedback_key(lesson, question), None)
+
+
 def reveal(lesson: Lesson, question: Question) -> None:
     """Callback: show the engine's answer and move the scenario to the moment it is about."""
     st.session_state[feedback_key(lesson, question)] = "revealed"
@@ -267,7 +273,8 @@ def question_card(lesson: Lesson, number: int, question: Question) -> None:
         policy = f" · under the **{question.policy}** rule" if len(lesson.policies) > 1 else ""
         st.markdown(f"**Q{number}.** {question.ask}")
         st.caption(f"About line {question.after}: `{lesson.scenario_line(question.after)}`{policy}")
-        st.radio("Your prediction", answer.options, index=None, key=choice_key(lesson, question), horizontal=True)
+        st.radio("Your prediction", answer.options, index=None, key=choice_key(lesson, question), horizontal=True,
+                 on_change=choice_changed, args=(lesson, question))
         c1, c2, c3 = st.columns([1, 1, 2.2])
         c1.button("Check", key=f"check_{lesson.slug}_{question.id}", on_click=check, args=(lesson, question, answer),
                   type="primary", width="stretch")

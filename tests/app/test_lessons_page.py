@@ -123,3 +123,17 @@ def test_open_in_lab_hands_over_the_scenario_at_this_moment() -> None:
     assert at.session_state["lab_pos"] > 0
     assert any("eviction lab" in m.value for m in at.markdown)
     assert not at.title  # the Lessons page is gone: the lab page runs
+
+
+def test_a_new_prediction_clears_the_old_verdict() -> None:
+    lesson = LESSONS[0]
+    question = lesson.questions[0]
+    answer = answer_question(lesson, question)
+    choice, check, _ = _question_keys(lesson, question)
+    at = open_page(lesson.slug)
+    at.radio(key=choice).set_value(answer.options[answer.correct_index])
+    at.button(key=check).click().run()
+    assert at.success
+    wrong = next(o for i, o in enumerate(answer.options) if i != answer.correct_index)
+    at.radio(key=choice).set_value(wrong).run()
+    assert not at.success and not at.error
