@@ -88,7 +88,8 @@ def test_side_by_side_lesson_draws_both_policies() -> None:
 def test_broken_lesson_shows_its_file_and_line_and_the_others_still_load(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     good = (ROOT / "lessons" / "01-kv-blocks.md").read_text(encoding="utf-8")
     (tmp_path / "01-good.md").write_text(good, encoding="utf-8")
-    broken = good.replace("  run           # @done", "  fly           # @done")
+    broken = good.replace("\n  run  # @done", "\n  fly  # @done")
+    assert broken != good
     (tmp_path / "02-broken.md").write_text(broken, encoding="utf-8")
     bad_line = next(n for n, line in enumerate(broken.splitlines(), start=1) if line.startswith("  fly"))
     monkeypatch.setenv("PREFIXLAB_LESSONS_DIR", str(tmp_path))
