@@ -57,7 +57,7 @@ def targets(script: str | None) -> list[str]:
         return [script]
     if (ROOT / "app.py").exists():
         return ["app.py"]
-    return [str(p.relative_to(ROOT)) for p in sorted((ROOT / "pages").glob("*.py")) if not p.name.startswith("_")]
+    return [str(p.relative_to(ROOT)) for p in sorted((ROOT / "app_pages").glob("*.py")) if not p.name.startswith("_")]
 
 
 def main() -> int:

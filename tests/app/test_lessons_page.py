@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from engine.lessons import answer_question, load_lessons
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "lessons.py")
+PAGE = str(ROOT / "app_pages" / "lessons.py")
 LESSONS, _ = load_lessons(ROOT / "lessons")
 
 
