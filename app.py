@@ -23,21 +23,21 @@ def optional_page(path: str, title: str, icon: str) -> list[st.Page]:
 
 def pages() -> dict[str, list[st.Page]]:
     sections = {
-        # Lessons page (pages/lessons.py): guided lessons from lessons/.
-        "Learn": optional_page("pages/lessons.py", "Lessons", ":material/school:"),
+        # Lessons page (app_pages/lessons.py): guided lessons from lessons/.
+        "Learn": optional_page("app_pages/lessons.py", "Lessons", ":material/school:"),
         "Explore": [
-            # Playground page (pages/playground.py): real model, prompts as blocks.
-            *optional_page("pages/playground.py", "Playground", ":material/chat:"),
-            # Hash chain and "Why did it miss?" pages (pages/hash_chain.py, pages/why_miss.py).
-            *optional_page("pages/hash_chain.py", "Hash chain", ":material/link:"),
-            *optional_page("pages/why_miss.py", "Why did it miss?", ":material/search:"),
+            # Playground page (app_pages/playground.py): real model, prompts as blocks.
+            *optional_page("app_pages/playground.py", "Playground", ":material/chat:"),
+            # Hash chain and "Why did it miss?" pages (app_pages/hash_chain.py, app_pages/why_miss.py).
+            *optional_page("app_pages/hash_chain.py", "Hash chain", ":material/link:"),
+            *optional_page("app_pages/why_miss.py", "Why did it miss?", ":material/search:"),
         ],
         "Lab": [
-            st.Page("pages/lab.py", title="Block pool & eviction lab", icon=":material/grid_view:", default=True),
-            st.Page("pages/scenario_editor.py", title="Scenario editor", icon=":material/edit_note:"),
+            st.Page("app_pages/lab.py", title="Block pool & eviction lab", icon=":material/grid_view:", default=True),
+            st.Page("app_pages/scenario_editor.py", title="Scenario editor", icon=":material/edit_note:"),
         ],
-        # Compare page (pages/compare.py): cache off / vLLM / classic on one trace.
-        "Measure": optional_page("pages/compare.py", "Compare", ":material/bar_chart:"),
+        # Compare page (app_pages/compare.py): cache off / vLLM / classic on one trace.
+        "Measure": optional_page("app_pages/compare.py", "Compare", ":material/bar_chart:"),
     }
     return {name: items for name, items in sections.items() if items}
 

@@ -1,9 +1,9 @@
 """Regenerate docs/screenshots/<page>.png: every page of the app, in chromium at 1280x800.
 
     python scripts/screenshots.py                      # app.py, every page in its navigation
-    python scripts/screenshots.py --script pages/why_miss.py --full-height
+    python scripts/screenshots.py --script app_pages/why_miss.py --full-height
 
-Without app.py (early in the project) it shoots each ``pages/*.py`` file on its own.
+Without app.py (early in the project) it shoots each ``app_pages/*.py`` file on its own.
 Fails loudly if a page shows a Streamlit exception, so a screenshot is never of a traceback.
 """
 
@@ -57,12 +57,12 @@ def targets(script: str | None) -> list[str]:
         return [script]
     if (ROOT / "app.py").exists():
         return ["app.py"]
-    return [str(p.relative_to(ROOT)) for p in sorted((ROOT / "pages").glob("*.py")) if not p.name.startswith("_")]
+    return [str(p.relative_to(ROOT)) for p in sorted((ROOT / "app_pages").glob("*.py")) if not p.name.startswith("_")]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--script", help="streamlit script to run (default: app.py, else each pages/*.py)")
+    parser.add_argument("--script", help="streamlit script to run (default: app.py, else each app_pages/*.py)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="output folder")
     parser.add_argument("--full-height", action="store_true", help="capture the whole page, not just 1280x800")
     args = parser.parse_args()

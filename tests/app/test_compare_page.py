@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "compare.py")
+PAGE = str(ROOT / "app_pages" / "compare.py")
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from tests.app.conftest import new_app
 
 def editor() -> AppTest:
     at = new_app()
-    at.switch_page("pages/scenario_editor.py")
+    at.switch_page("app_pages/scenario_editor.py")
     at.run()
     assert not at.exception, at.exception
     return at
@@ -53,7 +53,7 @@ def test_good_text_runs_in_the_lab() -> None:
     assert at.session_state["lab_source"] == "custom"
     assert at.session_state["custom_text"] == text
     # The lab now plays it (switch_page moved there, or open it explicitly).
-    at.switch_page("pages/lab.py").run()
+    at.switch_page("app_pages/lab.py").run()
     assert not at.exception
     assert at.selectbox(key="_w_lab_source").value == "custom"
     at.button(key="nav_end").click().run()

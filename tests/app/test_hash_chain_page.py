@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 from viz.theme import STATE_COLORS
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "hash_chain.py")
+PAGE = str(ROOT / "app_pages" / "hash_chain.py")
 
 
 @pytest.fixture

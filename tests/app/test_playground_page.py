@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "pages" / "playground.py")
+PAGE = str(ROOT / "app_pages" / "playground.py")
 
 pytestmark = pytest.mark.slow  # loads SmolLM2-135M-Instruct (converted once into ~/.cache/prefixlab)
 

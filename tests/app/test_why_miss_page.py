@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from viz.theme import STATE_COLORS
 
-PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "why_miss.py")
+PAGE = str(Path(__file__).resolve().parents[2] / "app_pages" / "why_miss.py")
 
 
 @pytest.fixture

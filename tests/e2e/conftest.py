@@ -1,7 +1,7 @@
 """Real-browser fixtures: a Streamlit server per script, Debian's chromium, and an error check.
 
 Use ``app_url`` for the whole app (``app.py``); to test one page file on its own, parametrize
-it indirectly: ``@pytest.mark.parametrize("app_url", ["pages/hash_chain.py"], indirect=True)``.
+it indirectly: ``@pytest.mark.parametrize("app_url", ["app_pages/hash_chain.py"], indirect=True)``.
 Every ``page`` fails its test on a JavaScript page error or an ``stException`` element.
 Navigate with ``tests.e2e.harness.open_page(page, url)``: it waits for the script to finish
 (``[data-testid=stApp][data-test-script-state=notRunning]`` plus a settle) and fails at once

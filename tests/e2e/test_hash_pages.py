@@ -18,7 +18,7 @@ pytestmark = pytest.mark.e2e
 def url_of(streamlit_servers: Callable[[str], StreamlitServer], name: str) -> str:
     if (ROOT / "app.py").exists():
         return f"{streamlit_servers('app.py').url}/{name}"
-    return streamlit_servers(f"pages/{name}.py").url
+    return streamlit_servers(f"app_pages/{name}.py").url
 
 
 def wait_for_text(page, text: str, timeout_ms: int = 30_000) -> None:  # type: ignore[no-untyped-def]

@@ -292,7 +292,7 @@ def main() -> None:
     c0.markdown("<div class='lab-title'>Block pool &amp; eviction lab</div>", unsafe_allow_html=True)
     c1.selectbox("Scenario", options, key=mirror("lab_source"), on_change=on_source_change,
                  label_visibility="collapsed", format_func=lambda k: "Your scenario (from the editor)" if k == CUSTOM else titles[k])
-    c2.page_link("pages/scenario_editor.py", label="Write a scenario", icon=":material/edit_note:")
+    c2.page_link("app_pages/scenario_editor.py", label="Write a scenario", icon=":material/edit_note:")
     try:
         runs = get_runs(scenario_text(st.session_state["lab_source"]), settings)
     except ScenarioError as exc:

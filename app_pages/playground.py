@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# `streamlit run pages/playground.py` puts pages/ on sys.path, not the repo root.
+# `streamlit run app_pages/playground.py` puts app_pages/ on sys.path, not the repo root.
 ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)

@@ -74,7 +74,7 @@ def check() -> None:
 def main() -> None:
     init_lab_state()
     if st.session_state.pop("editor_go", False):
-        st.switch_page("pages/lab.py")
+        st.switch_page("app_pages/lab.py")
     st.session_state.setdefault("editor_text", st.session_state["custom_text"] or DESIGN_DOC_EXAMPLE)
     st.markdown(LAB_CSS, unsafe_allow_html=True)
     st.markdown("<div class='lab-title'>Scenario editor</div>", unsafe_allow_html=True)
@@ -103,7 +103,7 @@ def main() -> None:
     st.text_area("Scenario", key=mirror("editor_text"), on_change=copy_back("editor_text"), height=340,
                  label_visibility="collapsed")
     if st.session_state.get("lab_source") == CUSTOM and st.session_state.get("editor_ok"):
-        st.page_link("pages/lab.py", label="Open the lab", icon=":material/grid_view:")
+        st.page_link("app_pages/lab.py", label="Open the lab", icon=":material/grid_view:")
     with st.expander("Scenario format", expanded=error is not None):
         st.markdown(CHEATSHEET)
 
