@@ -1,0 +1,68 @@
+"""The paged KV cache: the physical memory behind the block ids the KV cache manager hands out.
+
+Per layer there is one K and one V tensor shaped ``[num_blocks, block_size, n_kv_heads, head_dim]``.
+Block ``b`` of the manager's pool *is* row ``b`` of these tensors. A request's block table lists
+its blocks in token order, so token position ``pos`` lives in block ``block_table[pos // bs]`` at
+offset ``pos % bs``; flattened, that is the *slot* ``block_table[pos // bs] * bs + pos % bs``.
+
+Two requests that share a cached prefix share its blocks: the K/V of those tokens exist once and
+both block tables point at them. That is the whole trick of prefix caching.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def slot_mapping(block_table: list[int], start: int, end: int, block_size: int) -> list[int]:
+    """Flat cache slots of token positions ``[start, end)`` of one request."""
+    return [block_table[pos // block_size] * block_size + pos % block_size for pos in range(start, end)]
+
+
+@dataclass
+class LayerKVCache:
+    """One layer's K and V pages. Views into :class:`PagedKVCache`'s single allocation."""
+
+    k: torch.Tensor  # [num_blocks, block_size, n_kv_heads, head_dim]
+    v: torch.Tensor
+
+    @property
+    def block_size(self) -> int:
+        return self.k.shape[1]
+
+    def write(self, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor) -> None:
+        """Store the new tokens' K/V (``[num_tokens, n_kv_heads, head_dim]``) at their slots."""
+        heads, dim = self.k.shape[2], self.k.shape[3]
+        self.k.view(-1, heads, dim).index_copy_(0, slots, k)
+        self.v.view(-1, heads, dim).index_copy_(0, slots, v)
+
+    def read(self, block_table: torch.Tensor, context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A request's K/V for positions ``[0, context_len)``, gathered contiguous through its block table.
+
+        ``block_table`` holds just the blocks that cover the context. Result: ``[context_len, n_kv_heads, head_dim]``.
+        """
+        heads, dim = self.k.shape[2], self.k.shape[3]
+        k = self.k.index_select(0, block_table).view(-1, heads, dim)[:context_len]
+        v = self.v.index_select(0, block_table).view(-1, heads, dim)[:context_len]
+        return k, v
+
+
+class PagedKVCache:
+    """K and V pages for every layer, allocated once at start-up (like vLLM's ``kv_caches``)."""
+
+    def __init__(self, num_layers: int, num_blocks: int, block_size: int, n_kv_heads: int, head_dim: int,
+                 dtype: torch.dtype, device: torch.device | str) -> None:
+        # One tensor for everything: [K or V, layer, block, offset, kv head, dim].
+        self.data = torch.zeros(2, num_layers, num_blocks, block_size, n_kv_heads, head_dim, dtype=dtype, device=device)
+        self.layers = [LayerKVCache(self.data[0, i], self.data[1, i]) for i in range(num_layers)]
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel() * self.data.element_size()
+
+    def __getitem__(self, layer: int) -> LayerKVCache:
+        return self.layers[layer]
