@@ -140,5 +140,4 @@ class ModelBackend:
         return dict(zip(ids, tokens))
 
     def forget(self, request_id: str) -> None:
-        self.sampler.forget(request_id)
-        self.last_logits.pop(request_id, None)
+        self.sampler.forget(request_id)  # last_logits is replaced next step, so it stays bounded
