@@ -1,0 +1,78 @@
+"""Command line: ``python -m engine generate --prompt "..."`` and ``python -m engine bench``.
+
+``generate`` runs one prompt on the real model and prints the text and the request's metrics
+(cached vs computed prefill tokens, TTFT, decode speed). ``bench`` runs the prefix-cache
+benchmark (``bench/prefix_cache.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.config import DEFAULT_MODEL
+from engine.errors import PrefixLabError
+
+
+def progress(fraction: float, message: str) -> None:
+    print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
+
+
+def generate(args: argparse.Namespace) -> int:
+    from engine import EngineConfig, LLMEngine, SamplingParams
+
+    engine = LLMEngine(EngineConfig(model=args.model, enable_prefix_caching=not args.no_cache), progress=progress)
+    prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                            top_k=args.top_k, seed=args.seed)
+    output = engine.generate([prompt], params)[0]
+    print(output.text)
+    print(file=sys.stderr)
+    print(f"finish: {output.finish_reason}", file=sys.stderr)
+    for key, value in output.metrics.as_dict().items():
+        shown = f"{value:.3f}" if isinstance(value, float) else value
+        print(f"{key}: {shown}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine", description="PrefixLab's engine from the command line.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    gen = commands.add_parser("generate", help="generate text for one prompt and print its metrics")
+    gen.add_argument("--prompt", required=True)
+    gen.add_argument("--chat", action="store_true", help="wrap the prompt as a user message in the chat template")
+    gen.add_argument("--max-tokens", type=int, default=64)
+    gen.add_argument("--model", default=DEFAULT_MODEL, help="built-in name, transformers folder or hub id")
+    gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    gen.add_argument("--top-p", type=float, default=1.0)
+    gen.add_argument("--top-k", type=int, default=0)
+    gen.add_argument("--seed", type=int, default=None)
+    gen.add_argument("--no-cache", action="store_true", help="disable prefix caching")
+
+    bench = commands.add_parser("bench", help="prefix caching on vs off vs transformers (bench/prefix_cache.py)")
+    bench.add_argument("rest", nargs=argparse.REMAINDER, help="passed on, e.g. --quick")
+
+    args = parser.parse_args(argv)
+    from transformers.utils import logging as hf_logging  # keep the terminal for our own output
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    if args.command == "bench":
+        try:
+            from bench import prefix_cache
+        except ImportError:
+            print("The benchmark lives in bench/prefix_cache.py: run it from the repository root.", file=sys.stderr)
+            return 2
+        sys.argv = ["bench.prefix_cache", *args.rest]
+        prefix_cache.main()
+        return 0
+    try:
+        return generate(args)
+    except PrefixLabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
