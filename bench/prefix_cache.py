@@ -23,6 +23,7 @@ import argparse
 import os
 import resource
 import statistics
+import sys
 import time
 
 import torch
@@ -92,6 +93,10 @@ def transformers_throughput(hf_model, prompts: list[list[int]], max_tokens: int,
     return time.perf_counter() - start, outputs
 
 
+def note(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
 def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
@@ -124,12 +129,14 @@ def main() -> None:
     seconds: dict[str, list[float]] = {"on": [], "off": [], "hf": []}
     tokens: dict[str, list[list[int]]] = {}
     engine_peak_rss = 0
-    for _ in range(args.repeats):
+    for round_ in range(args.repeats):
         for caching in (True, False):
+            note(f"round {round_ + 1}: TTFT, cache {'on' if caching else 'off'}")
             ttft[caching].append(ttft_run(backend, caching, prompts))
         for name, run in (("on", lambda: engine_throughput(backend, True, prompts, args.max_tokens)),
                           ("off", lambda: engine_throughput(backend, False, prompts, args.max_tokens)),
                           ("hf", lambda: transformers_throughput(hf_model, prompts, args.max_tokens, backend.eos_token_ids))):
+            note(f"round {round_ + 1}: throughput, {name}")
             if name == "hf" and not engine_peak_rss:  # before the baseline adds its own peaks
                 engine_peak_rss = peak_rss_bytes()
             elapsed, tokens[name] = run()

@@ -25,8 +25,8 @@ class SequenceSlice:
     query_len: int  # how many new tokens it computes this step
     context_len: int  # tokens it can see after this step: cached/computed before + new
     block_table: torch.Tensor  # the blocks covering [0, context_len), in order
-    mask: torch.Tensor | None  # [query_len, context_len] bool, True = may attend; None = see below
-    is_causal: bool  # True: plain causal (a prefill from position 0)
+    mask: torch.Tensor | None  # [query_len, context_len] bool, True = may attend; None: no explicit mask
+    is_causal: bool  # True: plain causal (a prefill from position 0); False with no mask: a decode sees everything
 
     @property
     def query_end(self) -> int:

@@ -100,7 +100,9 @@ class ModelBackend:
         return 0 if self.kv_cache is None else self.kv_cache.nbytes
 
     def allocate_kv_cache(self, num_blocks: int, block_size: int) -> None:
+        """(Re)allocate the pages; a new engine on this back end gets a fresh, empty cache."""
         m = self.model
+        self.kv_cache = None  # free the old pages first, or both would be held at once
         self.kv_cache = PagedKVCache(m.num_layers, num_blocks, block_size, m.num_kv_heads, m.head_dim, self.dtype, self.device)
 
     # -- text ----------------------------------------------------------------------------------------------
