@@ -99,7 +99,8 @@ class ModelBackend:
         """How many blocks the KV memory budget buys (block 0 included, as the pool reserves it)."""
         if self.device.type == "cuda":
             total = torch.cuda.get_device_properties(self.device).total_memory
-            budget = total * self.config.gpu_memory_utilization - torch.cuda.memory_allocated(self.device) - CUDA_ACTIVATION_HEADROOM
+            in_use = torch.cuda.memory_allocated(self.device) - self.kv_cache_bytes  # weights; old pages get replaced
+            budget = total * self.config.gpu_memory_utilization - in_use - CUDA_ACTIVATION_HEADROOM
         else:
             budget = self.config.kv_cache_memory_mib * 2**20
         return max(2, int(budget) // (self.kv_bytes_per_token * self.config.block_size))
@@ -109,9 +110,11 @@ class ModelBackend:
         return 0 if self.kv_cache is None else self.kv_cache.nbytes
 
     def allocate_kv_cache(self, num_blocks: int, block_size: int) -> None:
-        """(Re)allocate the pages; a new engine on this back end gets a fresh, empty cache."""
+        """(Re)allocate the pages. Called by each engine built on this back end: it starts clean."""
         m = self.model
         self.kv_cache = None  # free the old pages first, or both would be held at once
+        self.sampler = Sampler(self.config.seed)  # request ids restart at req-0 in a new engine
+        self.last_logits = {}
         self.kv_cache = PagedKVCache(m.num_layers, num_blocks, block_size, m.num_kv_heads, m.head_dim, self.dtype, self.device)
 
     # -- text ----------------------------------------------------------------------------------------------

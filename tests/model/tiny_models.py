@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 COMMON = dict(vocab_size=128, bos_token_id=None, eos_token_id=None, pad_token_id=None, tie_word_embeddings=True)
@@ -48,3 +49,10 @@ def hf_greedy(hf_model, prompt_ids: list[int], max_new_tokens: int) -> list[int]
         out = hf_model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                 max_new_tokens=max_new_tokens, min_new_tokens=0, pad_token_id=0)
     return out[0, len(prompt_ids):].tolist()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dirs(tmp_path_factory):
+    """Folders of tiny llama / qwen2 / gpt2 models, built once per test session."""
+    root = tmp_path_factory.mktemp("tiny-models")
+    return {family: str(save_tiny_model(family, root / family)) for family in ("llama", "qwen2", "gpt2")}
