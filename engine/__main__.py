@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("rest", nargs=argparse.REMAINDER, help="passed on, e.g. --quick")
 
     args = parser.parse_args(argv)
+    import engine.model  # noqa: F401  (before torch loads: see its OMP_WAIT_POLICY note)
     from transformers.utils import logging as hf_logging  # keep the terminal for our own output
 
     hf_logging.set_verbosity_error()
