@@ -125,6 +125,9 @@ def main() -> None:
     shared = len(backend.apply_chat_template(chat("")))
     n = len(prompts)
 
+    # Warm-up: the first forward pass pages the weights in and sets up kernels; time none of that.
+    LLMEngine(EngineConfig(), backend=backend).generate([prompts[0]], SamplingParams(max_tokens=2))
+
     ttft = {True: [], False: []}
     seconds: dict[str, list[float]] = {"on": [], "off": [], "hf": []}
     tokens: dict[str, list[list[int]]] = {}
