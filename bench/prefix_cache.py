@@ -26,10 +26,10 @@ import statistics
 import sys
 import time
 
-import torch
-
+from engine.model import ModelBackend  # first: it sets OpenMP's wait policy before torch loads
 from engine import EngineConfig, LLMEngine, SamplingParams
-from engine.model import ModelBackend
+
+import torch  # noqa: E402
 
 SYSTEM_PROMPT = " ".join(
     f"Rule {i}: when you explain how an inference engine serves requests, name the block table, "
@@ -124,6 +124,9 @@ def main() -> None:
                for i in range(args.requests)]
     shared = len(backend.apply_chat_template(chat("")))
     n = len(prompts)
+
+    # Warm-up: the first forward pass pages the weights in and sets up kernels; time none of that.
+    LLMEngine(EngineConfig(), backend=backend).generate([prompts[0]], SamplingParams(max_tokens=2))
 
     ttft = {True: [], False: []}
     seconds: dict[str, list[float]] = {"on": [], "off": [], "hf": []}

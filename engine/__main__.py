@@ -50,10 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--seed", type=int, default=None)
     gen.add_argument("--no-cache", action="store_true", help="disable prefix caching")
 
-    bench = commands.add_parser("bench", help="prefix caching on vs off vs transformers (bench/prefix_cache.py)")
-    bench.add_argument("rest", nargs=argparse.REMAINDER, help="passed on, e.g. --quick")
+    commands.add_parser("bench", help="prefix caching on vs off vs transformers (bench/prefix_cache.py); "
+                        "its options (--quick, ...) pass through")
 
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "bench":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    import engine.model  # noqa: F401  (before torch loads: see its OMP_WAIT_POLICY note)
     from transformers.utils import logging as hf_logging  # keep the terminal for our own output
 
     hf_logging.set_verbosity_error()
@@ -64,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             print("The benchmark lives in bench/prefix_cache.py: run it from the repository root.", file=sys.stderr)
             return 2
-        sys.argv = ["bench.prefix_cache", *args.rest]
+        sys.argv = ["bench.prefix_cache", *rest]
         prefix_cache.main()
         return 0
     try:

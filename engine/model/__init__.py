@@ -11,6 +11,14 @@ Module map (read in this order):
 * ``runner``      ``ModelBackend``: one forward pass per engine step
 """
 
-from engine.model.runner import ModelBackend
+import os
+
+# OpenMP threads that finish early spin while waiting for the others. On a small shared machine
+# (2 cores, other processes busy) a spinning thread steals the core its partner needs, and small
+# matmuls, like a decode step's, get 10-50x slower. Sleeping instead costs microseconds. This only
+# takes effect if torch is not imported yet; set OMP_WAIT_POLICY yourself to choose otherwise.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from engine.model.runner import ModelBackend  # noqa: E402  (after the setting above)
 
 __all__ = ["ModelBackend"]

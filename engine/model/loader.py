@@ -139,13 +139,11 @@ def resolve_model_folder(name: str, progress: Progress | None = None) -> str:
     return name  # a hub id; from_pretrained downloads it (or finds it in the HF cache)
 
 
-def _eos_ids(*values: Any) -> set[int]:
-    ids: set[int] = set()
-    for value in values:
-        if value is None:
-            continue
-        ids.update([value] if isinstance(value, int) else list(value))
-    return ids
+def _eos_ids(value: int | list[int] | None) -> set[int]:
+    """HF configs give one EOS id, a list of them, or None."""
+    if value is None:
+        return set()
+    return {value} if isinstance(value, int) else set(value)
 
 
 def load_model(name: str, dtype: Any, device: Any, progress: Progress | None = None) -> LoadedModel:
