@@ -1,8 +1,9 @@
-"""Command line: ``python -m engine generate --prompt "..."`` and ``python -m engine bench``.
+"""Command line: ``python -m engine generate|bench|replay``.
 
 ``generate`` runs one prompt on the real model and prints the text and the request's metrics
 (cached vs computed prefill tokens, TTFT, decode speed). ``bench`` runs the prefix-cache
-benchmark (``bench/prefix_cache.py``).
+benchmark (``bench/prefix_cache.py``). ``replay`` plays a scenario (a file in the format of
+``docs/scenarios.md``, or a built-in one) on the simulator and prints every cache event in words.
 """
 
 from __future__ import annotations
@@ -35,6 +36,38 @@ def generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def replay(args: argparse.Namespace) -> int:
+    from engine.scenario import ScenarioError, run_scenario
+    from engine.scenario_library import BUILTIN_SCENARIOS
+    from viz.describe import describe_event  # the CLI is a front end, like the app: same wording
+
+    if args.scenario in BUILTIN_SCENARIOS:
+        text = BUILTIN_SCENARIOS[args.scenario]
+    else:
+        try:
+            with open(args.scenario, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            print(f"error: cannot read {args.scenario!r} ({exc.strerror}); built-in scenarios: "
+                  f"{', '.join(BUILTIN_SCENARIOS)}", file=sys.stderr)
+            return 2
+    try:
+        run = run_scenario(text, args.policy)
+    except ScenarioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for span in run.spans:
+        print(f"line {span.action.line_no}: {span.action.source.strip()}" + (f"  ({span.note})" if span.note else ""))
+        for event in run.events[span.start : span.end]:
+            print(f"    {describe_event(event, run.token_text)}")
+    final = run.timeline().state_at(len(run.events))
+    stats = run.engine.kv_cache_manager.prefix_cache_stats
+    print(f"\nfree queue (head -> tail): {final.free_queue}")
+    print(f"evictions: {final.num_evictions}; prefix cache hit rate: {stats.hit_rate:.0%} "
+          f"({stats.hits} of {stats.queries} prompt tokens)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description="PrefixLab's engine from the command line.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -53,9 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("bench", help="prefix caching on vs off vs transformers (bench/prefix_cache.py); "
                         "its options (--quick, ...) pass through")
 
+    rep = commands.add_parser("replay", help="play a scenario on the simulator and print every cache event in words")
+    rep.add_argument("scenario", help="a scenario file (docs/scenarios.md), or a built-in name such as design-doc")
+    rep.add_argument("--policy", choices=["vllm", "classic"], default="vllm", help="free rule (default vllm)")
+
     args, rest = parser.parse_known_args(argv)
     if rest and args.command != "bench":
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "replay":
+        return replay(args)  # simulator only: no torch, instant
     import engine.model  # noqa: F401  (before torch loads: see its OMP_WAIT_POLICY note)
     from transformers.utils import logging as hf_logging  # keep the terminal for our own output
 

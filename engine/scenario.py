@@ -314,7 +314,7 @@ def _encode(engine: LLMEngine, tokens: str | list[int]) -> list[int]:
     return list(tokens) if isinstance(tokens, list) else engine.tokenize(tokens)
 
 
-def _play(engine: LLMEngine, action: Action) -> str:
+def play_action(engine: LLMEngine, action: Action) -> str:
     """Apply one action to the engine; returns a note for the UI (empty when nothing to say)."""
     if isinstance(action, AddRequest):
         prompt = _encode(engine, action.prompt)
@@ -394,7 +394,7 @@ def run_scenario(
     for action in scenario.actions:
         start = len(events)
         try:
-            note = _play(engine, action)
+            note = play_action(engine, action)
         except ScenarioError:
             raise
         except (PrefixLabError, ValueError, RuntimeError) as exc:

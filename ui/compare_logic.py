@@ -15,7 +15,7 @@ from engine.config import EngineConfig
 from engine.events import BlockRemoved
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
-from engine.scenario import DEFAULT_BLOCK_SIZE, DEFAULT_NUM_BLOCKS, _play, parse_scenario
+from engine.scenario import DEFAULT_BLOCK_SIZE, DEFAULT_NUM_BLOCKS, play_action, parse_scenario
 from viz.compare import PolicyResult, TtftSample
 
 #: (key, label, enable_prefix_caching, free_policy), in the order the charts show them.
@@ -107,7 +107,7 @@ def compare_scenario(text: str, num_blocks: int | None = None, block_size: int |
     for key, label, caching, policy in SETTINGS:
         engine = _engine(caching, policy, blocks, size, **extra)
         for action in scenario.actions:
-            _play(engine, action)  # the lab's own player, so both pages run a scenario the same way
+            play_action(engine, action)  # the lab's own player, so both pages run a scenario the same way
         results.append(_result(key, label, engine))
     return results
 
