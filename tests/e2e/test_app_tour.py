@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import statistics
-import time
 
 from tests.e2e.harness import assert_no_exceptions, nav_pages, open_page
 
@@ -23,14 +22,26 @@ def current_event(page) -> tuple[int, int]:  # type: ignore[no-untyped-def]
 
 
 def press_and_wait(page, key: str, expected: int) -> float:  # type: ignore[no-untyped-def]
-    """Press ``key`` and wait until the lab shows event ``expected``; returns seconds taken."""
-    start = time.perf_counter()
-    page.keyboard.press(key)
-    page.wait_for_function(
-        "n => new RegExp('Event ' + n + ' of ').test(document.body.innerText)", arg=str(expected), timeout=30_000
+    """Press ``key``; wait until the lab shows event ``expected`` and the script is idle.
+
+    Returns the seconds between the browser seeing the key and the repainted, idle page, measured
+    inside the page (``performance.now()``, checked every animation frame), so Playwright's own
+    round trips are not counted.
+    """
+    page.evaluate(
+        "() => { window.__stepStart = null; document.addEventListener('keydown',"
+        " () => { if (window.__stepStart === null) window.__stepStart = performance.now(); }, {once: true}); }"
     )
-    page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=30_000)
-    return time.perf_counter() - start
+    page.keyboard.press(key)
+    elapsed_ms = page.wait_for_function(
+        """n => {
+            const idle = document.querySelector('[data-testid=stApp][data-test-script-state=notRunning]');
+            const shown = new RegExp('Event ' + n + ' of ').test(document.body.innerText);
+            return idle && shown && window.__stepStart !== null ? performance.now() - window.__stepStart : false;
+        }""",
+        arg=str(expected), timeout=30_000,
+    ).json_value()
+    return float(elapsed_ms) / 1000
 
 
 def test_every_page_in_the_navigation_loads(page, app_url) -> None:  # type: ignore[no-untyped-def]
