@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 import plotly.graph_objects as go
 
 from engine.events import CacheSnapshot
-from viz.blocks import TILE, as_id_set, text_color
+from viz.blocks import TILE, as_id_set, text_color, tile_labels
 from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
 
 LABEL_WIDTH = 2.2  # grid units left of the tiles for "r0 (running)"
@@ -69,13 +69,7 @@ def block_tables_figure(
     if not tables:
         annotations.append(dict(x=cols / 2, y=0.45, text="No request holds blocks right now.", showarrow=False,
                                 font=dict(color="#616161")))
-    fig = go.Figure(
-        go.Scatter(
-            x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text", customdata=custom,
-            textfont=dict(color=colors, size=14), name="block tables",
-            marker=dict(symbol="square", size=30, color="rgba(0,0,0,0)"),
-        )
-    )
+    fig = go.Figure(tile_labels(xs, ys, texts, hovers, custom, colors, font_size=14, marker_size=30, name="block tables"))
     fig.update_layout(
         **base_layout(
             title=dict(text=title, x=0.01) if title else None, shapes=shapes, annotations=annotations,

@@ -57,6 +57,22 @@ def as_id_set(highlight: int | Iterable[int] | None) -> set[int]:
     return set(highlight)
 
 
+def tile_labels(
+    xs: list[float], ys: list[float], texts: list[str], hovers: list[str], custom: list[list[object]],
+    text_colors: list[str], *, font_size: int, marker_size: int, name: str,
+) -> go.Scatter:
+    """The one trace over a figure's tiles: their labels, hover text and ``customdata`` for clicks.
+
+    The tiles themselves are layout shapes; this invisible-marker scatter sits on top so the labels
+    are readable and a click on a tile reports its ``customdata``.
+    """
+    return go.Scatter(
+        x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text", customdata=custom,
+        textfont=dict(color=text_colors, size=font_size), name=name,
+        marker=dict(symbol="square", size=marker_size, color="rgba(0,0,0,0)"),
+    )
+
+
 def block_grid(
     snapshot: CacheSnapshot,
     highlight: int | Iterable[int] | None = None,
@@ -118,11 +134,7 @@ def block_grid(
         custom.append([block_id, state])
         colors.append(text_color(state))
     fig = go.Figure(
-        go.Scatter(
-            x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",
-            customdata=custom, textfont=dict(color=colors, size=11 if compact else 13), name="blocks",
-            marker=dict(symbol="square", size=44, color="rgba(0,0,0,0)"),
-        )
+        tile_labels(xs, ys, texts, hovers, custom, colors, font_size=11 if compact else 13, marker_size=44, name="blocks")
     )
     annotations = []
     if victim is not None:

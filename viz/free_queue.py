@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 import plotly.graph_objects as go
 
 from engine.events import CacheSnapshot
-from viz.blocks import as_id_set, text_color
+from viz.blocks import as_id_set, text_color, tile_labels
 from viz.contents import TokenText, tokens_label
 from viz.theme import STATE_COLORS, base_layout
 
@@ -104,13 +104,7 @@ def free_queue_figure(
             dict(x=per_row / 2 + 0.5, y=0.4, showarrow=False, font=dict(size=14, color="#616161"),
                  text="The free queue is empty: the next allocation must wait (or preempt a request).")
         )
-    fig = go.Figure(
-        go.Scatter(
-            x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text", customdata=custom,
-            textfont=dict(color=colors, size=12), name="free queue",
-            marker=dict(symbol="square", size=36, color="rgba(0,0,0,0)"),
-        )
-    )
+    fig = go.Figure(tile_labels(xs, ys, texts, hovers, custom, colors, font_size=12, marker_size=36, name="free queue"))
     fig.update_layout(
         **base_layout(
             title=dict(text=title, x=0.01) if title else None, shapes=shapes, annotations=annotations,
