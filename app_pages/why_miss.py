@@ -104,19 +104,13 @@ algos = list(HASH_FUNCTIONS)
 block_size = int(top2.number_input("Block size", min_value=1, max_value=64, value=app_block_size, step=1, key="wm_block_size"))
 algo = top3.selectbox("Hash algorithm", algos, index=algos.index(app_algo) if app_algo in algos else 0, key="wm_algo")
 
-left, right = st.columns(2)
-with left:
-    st.markdown("**r1** (cached)")
-    st.text_area("r1 prompt (words)", key="wm_r1_prompt", height=90)
-    salt, lora = st.columns(2)
-    salt.text_input("r1 cache salt", key="wm_r1_salt")
-    lora.text_input("r1 LoRA name", key="wm_r1_lora")
-with right:
-    st.markdown("**r2** (looked up)")
-    st.text_area("r2 prompt (words)", key="wm_r2_prompt", height=90)
-    salt, lora = st.columns(2)
-    salt.text_input("r2 cache salt", key="wm_r2_salt")
-    lora.text_input("r2 LoRA name", key="wm_r2_lora")
+for column, (name, role) in zip(st.columns(2), [("r1", "cached"), ("r2", "looked up")]):
+    with column:
+        st.markdown(f"**{name}** ({role})")
+        st.text_area(f"{name} prompt (words)", key=f"wm_{name}_prompt", height=90)
+        salt, lora = st.columns(2)
+        salt.text_input(f"{name} cache salt", key=f"wm_{name}_salt")
+        lora.text_input(f"{name} LoRA name", key=f"wm_{name}_lora")
 
 state = st.session_state
 try:
