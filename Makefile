@@ -26,7 +26,7 @@ browser:
 	  apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium; }
 
 run: install
-	$(PY) -m streamlit run app.py --server.fileWatcherType none --server.headless true
+	$(PY) -m streamlit run app.py --server.fileWatcherType none --server.headless true --browser.gatherUsageStats false
 
 test: install-dev browser
 	$(PY) -m pytest
