@@ -1,6 +1,6 @@
 """Regenerate docs/screenshots/<page>.png: every page of the app, in chromium at 1280x800.
 
-    python scripts/screenshots.py                      # app.py, every page in its navigation
+    python scripts/screenshots.py                      # app.py: every page in its navigation, every lesson
     python scripts/screenshots.py --script app_pages/why_miss.py --full-height
 
 Without app.py (early in the project) it shoots each ``app_pages/*.py`` file on its own.
@@ -27,6 +27,7 @@ from tests.e2e.harness import (  # noqa: E402
     open_page,
     start_streamlit,
     track_page_errors,
+    wait_idle,
 )
 
 
@@ -52,12 +53,30 @@ def shoot(page, out: Path, full_height: bool) -> None:  # type: ignore[no-untype
     page.set_viewport_size(VIEWPORT)
 
 
+def show_playground_at_work(page) -> None:  # type: ignore[no-untyped-def]
+    """Send the preset's first two questions, then scroll to them: the second one shows hits."""
+    for _ in range(2):
+        page.get_by_role("button", name="Send", exact=True).click()
+        wait_idle(page, timeout_ms=180_000)
+    page.get_by_text("TTFT").first.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+
+
+#: What to do on a page before its picture, so the picture shows the page doing its job.
+BEFORE_SHOT = {"playground": show_playground_at_work}
+
+
 def targets(script: str | None) -> list[str]:
     if script:
         return [script]
     if (ROOT / "app.py").exists():
         return ["app.py"]
     return [str(p.relative_to(ROOT)) for p in sorted((ROOT / "app_pages").glob("*.py")) if not p.name.startswith("_")]
+
+
+def lesson_slugs() -> list[str]:
+    """Each lesson file's name without ``.md`` (``01-kv-blocks``), as the Lessons page's URL uses it."""
+    return [p.stem for p in sorted((ROOT / "lessons").glob("[0-9]*.md"))]
 
 
 def main() -> int:
@@ -90,14 +109,19 @@ def main() -> int:
                 pages = nav_pages(page) if script == "app.py" else []
                 if not pages:  # a single page script, or an app without navigation
                     pages = [(Path(script).stem, server.url)]
-                for label, href in pages:
+                shots = [(href, page_name(label, href) if script == "app.py" else Path(script).stem) for label, href in pages]
+                if script == "app.py" and any(name == "lessons" for _, name in shots):
+                    shots += [(f"{server.url}/lessons?lesson={slug}", f"lesson-{slug[:2]}") for slug in lesson_slugs()]
+                for href, name in shots:
                     url = href if href.startswith("http") else server.url + "/" + href.lstrip("/")
                     errors.clear()  # report each page's own errors
                     try:
                         open_page(page, url)
                     except AssertionError as err:  # still take the picture: it shows what went wrong
                         failures.append(f"{url}: {err}")
-                    out = out_dir / f"{page_name(label, href) if script == 'app.py' else Path(script).stem}.png"
+                    if name in BEFORE_SHOT:
+                        BEFORE_SHOT[name](page)
+                    out = out_dir / f"{name}.png"
                     shoot(page, out, args.full_height)
                     written.append(out)
                 page.close()
