@@ -12,6 +12,18 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 TIMEOUT = 60
 
 
+def page_path(name: str) -> str:
+    """The file of one page, e.g. ``page_path("hash_chain")``."""
+    return str(Path(__file__).resolve().parents[2] / "app_pages" / f"{name}.py")
+
+
+def run_page(name: str, timeout: int = TIMEOUT) -> AppTest:
+    """Run one page file on its own, and fail on any exception it shows."""
+    app = AppTest.from_file(page_path(name), default_timeout=timeout).run()
+    assert not app.exception, app.exception
+    return app
+
+
 def new_app(**query: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.query_params.update(query)

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "app_pages" / "compare.py")
+from tests.app.conftest import run_page
+
 
 
 @pytest.fixture
 def at() -> AppTest:
-    app = AppTest.from_file(PAGE, default_timeout=180).run()
-    assert not app.exception, app.exception
-    return app
+    return run_page("compare", timeout=180)
 
 
 def chart(at: AppTest, title_part: str) -> dict:

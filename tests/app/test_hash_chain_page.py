@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.conftest import page_path, run_page
+
 from viz.theme import STATE_COLORS
 
-ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "app_pages" / "hash_chain.py")
+PAGE = page_path("hash_chain")
 
 
 @pytest.fixture
 def at() -> AppTest:
-    app = AppTest.from_file(PAGE, default_timeout=60).run()
-    assert not app.exception, app.exception
-    return app
+    return run_page("hash_chain")
 
 
 def figure(at: AppTest) -> dict:

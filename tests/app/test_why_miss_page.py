@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.conftest import page_path, run_page
+
 from viz.theme import STATE_COLORS
 
-PAGE = str(Path(__file__).resolve().parents[2] / "app_pages" / "why_miss.py")
+PAGE = page_path("why_miss")
 
 
 @pytest.fixture
 def at() -> AppTest:
-    app = AppTest.from_file(PAGE, default_timeout=60).run()
-    assert not app.exception, app.exception
-    return app
+    return run_page("why_miss")
 
 
 def headline(at: AppTest) -> str:
