@@ -20,7 +20,8 @@ import streamlit as st  # noqa: E402
 
 from engine.errors import PrefixLabError  # noqa: E402
 from engine.scenario_library import BUILTIN_SCENARIOS, builtin_titles  # noqa: E402
-from ui.compare_logic import TraceSpec, compare_scenario, compare_trace, measure_ttft  # noqa: E402
+from engine.ttft import measure_ttft  # noqa: E402
+from ui.compare_logic import TraceSpec, compare_scenario, compare_trace  # noqa: E402
 from ui.playground_logic import TUTOR, build_prompt  # noqa: E402
 from ui.settings import current_settings  # noqa: E402
 from viz.compare import PolicyResult, policy_figure, speedup, ttft_figure  # noqa: E402

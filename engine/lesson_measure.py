@@ -1,9 +1,9 @@
 """Time to first token with the prefix cache on and off, for a lesson's chat prompts.
 
 A lesson may list a system prompt and a few user questions (front-matter key ``measure``).
-This module sends them one at a time, first to an engine with prefix caching and then to
-one without, and reports for each request how many prompt tokens came from the cache and
-its median TTFT. It takes any back end: the real model (``engine.model.ModelBackend``)
+This module sends them one at a time to engines with and without prefix caching (the loop of
+:mod:`engine.ttft`, shared with the Compare page) and reports for each request how many prompt
+tokens came from the cache and its median TTFT. It takes any back end: the real model (``engine.model.ModelBackend``)
 when it is available, or the simulator in tests.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
-from engine.request import SamplingParams
 from engine.simulator import SimulatorBackend
+from engine.ttft import measure_ttft as measure_ttft_samples
 
 
 @dataclass(frozen=True)
@@ -63,34 +63,25 @@ def _prompt(backend: Any, system: str, question: str) -> Any:
 
 
 def measure_ttft(spec: MeasureSpec, backend: Any) -> list[TTFTRow]:
-    """Send the questions one at a time, cache on then off, ``spec.repeats`` rounds; medians per request.
+    """Send the questions one at a time, cache on and off, ``spec.repeats`` rounds; medians per request.
 
     Each round starts fresh engines on the same back end (the weights load once), so the first
     request always finds a cold cache and later ones can hit the system prompt.
     """
     kind = "simulator" if isinstance(backend, SimulatorBackend) else "model"
-    # One untimed request first: the first forward pass pays for lazy initialisation.
-    warm_up = LLMEngine(EngineConfig(backend=kind, block_size=spec.block_size, enable_prefix_caching=False), backend=backend)
-    warm_up.generate([_prompt(backend, spec.system, spec.questions[0])], SamplingParams(max_tokens=1))
-    ttfts: dict[bool, list[list[float]]] = {True: [], False: []}
-    cached: list[int] = []
-    sizes: list[int] = []
-    for _ in range(spec.repeats):
-        for caching in (True, False):
-            config = EngineConfig(backend=kind, block_size=spec.block_size, enable_prefix_caching=caching)
-            engine = LLMEngine(config, backend=backend)
-            round_ttfts = []
-            for question in spec.questions:
-                out = engine.generate([_prompt(backend, spec.system, question)], SamplingParams(max_tokens=1))[0]
-                round_ttfts.append((out.metrics.ttft or 0.0) * 1000)
-                if caching and len(cached) < len(spec.questions):
-                    cached.append(out.num_cached_tokens)
-                    sizes.append(out.metrics.num_prompt_tokens)
-            ttfts[caching].append(round_ttfts)
+
+    def make_engine(caching: bool) -> LLMEngine:
+        config = EngineConfig(backend=kind, block_size=spec.block_size, enable_prefix_caching=caching)
+        return LLMEngine(config, backend=backend)
+
+    prompts = [_prompt(backend, spec.system, question) for question in spec.questions]
+    rounds = [measure_ttft_samples(make_engine, prompts) for _ in range(spec.repeats)]
+
+    def median_ms(index: int, caching: bool) -> float:
+        return statistics.median(1000 * s.ttft_s for r in rounds for s in r if s.request == index + 1 and s.caching == caching)
+
+    first = {s.request: s for s in rounds[0] if s.caching}
     return [
-        TTFTRow(
-            question, sizes[i], cached[i],
-            statistics.median(r[i] for r in ttfts[True]), statistics.median(r[i] for r in ttfts[False]),
-        )
+        TTFTRow(question, first[i + 1].prompt_tokens, first[i + 1].cached_tokens, median_ms(i, True), median_ms(i, False))
         for i, question in enumerate(spec.questions)
     ]

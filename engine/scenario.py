@@ -314,7 +314,7 @@ def _encode(engine: LLMEngine, tokens: str | list[int]) -> list[int]:
     return list(tokens) if isinstance(tokens, list) else engine.tokenize(tokens)
 
 
-def play_action(engine: LLMEngine, action: Action) -> str:
+def _play(engine: LLMEngine, action: Action) -> str:
     """Apply one action to the engine; returns a note for the UI (empty when nothing to say)."""
     if isinstance(action, AddRequest):
         prompt = _encode(engine, action.prompt)
@@ -355,6 +355,7 @@ def run_scenario(
     scenario: Scenario | str,
     free_policy: str = "vllm",
     *,
+    enable_prefix_caching: bool = True,
     num_blocks: int | None = None,
     block_size: int | None = None,
     hash_algo: str = "sha256",
@@ -381,6 +382,7 @@ def run_scenario(
             num_blocks=num_blocks or scenario.num_blocks or DEFAULT_NUM_BLOCKS,
             block_size=block_size or scenario.block_size or DEFAULT_BLOCK_SIZE,
             free_policy=free_policy,
+            enable_prefix_caching=enable_prefix_caching,
             hash_algo=hash_algo,
             hash_seed=hash_seed,
             seed=seed,
@@ -394,7 +396,7 @@ def run_scenario(
     for action in scenario.actions:
         start = len(events)
         try:
-            note = play_action(engine, action)
+            note = _play(engine, action)
         except ScenarioError:
             raise
         except (PrefixLabError, ValueError, RuntimeError) as exc:

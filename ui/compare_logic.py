@@ -2,21 +2,20 @@
 
 A workload is played on the simulator (instant) once per setting: caching off, the vLLM free
 rule, the classic free rule. Each run reports what the prefix cache saved. The real-model
-timing (TTFT with caching on vs off) lives here too, as a plain loop with a progress callback.
+timing (TTFT with caching on vs off) is :func:`engine.ttft.measure_ttft`.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.config import EngineConfig
 from engine.events import BlockRemoved
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
-from engine.scenario import DEFAULT_BLOCK_SIZE, DEFAULT_NUM_BLOCKS, play_action, parse_scenario
-from viz.compare import PolicyResult, TtftSample
+from engine.scenario import run_scenario
+from viz.compare import PolicyResult
 
 #: (key, label, enable_prefix_caching, free_policy), in the order the charts show them.
 SETTINGS: tuple[tuple[str, str, bool, str], ...] = (
@@ -96,48 +95,8 @@ def compare_trace(spec: TraceSpec) -> list[PolicyResult]:
 def compare_scenario(text: str, num_blocks: int | None = None, block_size: int | None = None) -> list[PolicyResult]:
     """Play a scenario (lab syntax) under every setting; sizes default to the scenario's own.
 
-    Raises :class:`~engine.scenario.ScenarioError` for a scenario that does not parse.
+    Raises :class:`~engine.scenario.ScenarioError` for a scenario that does not parse or play.
     """
-    scenario = parse_scenario(text)
-    blocks = num_blocks or scenario.num_blocks or DEFAULT_NUM_BLOCKS
-    size = block_size or scenario.block_size or DEFAULT_BLOCK_SIZE
-    extra = {k: v for k, v in (("max_num_batched_tokens", scenario.max_num_batched_tokens),
-                               ("max_num_seqs", scenario.max_num_seqs)) if v is not None}
-    results = []
-    for key, label, caching, policy in SETTINGS:
-        engine = _engine(caching, policy, blocks, size, **extra)
-        for action in scenario.actions:
-            play_action(engine, action)  # the lab's own player, so both pages run a scenario the same way
-        results.append(_result(key, label, engine))
-    return results
-
-
-def measure_ttft(
-    make_engine: Callable[[bool], LLMEngine],
-    prompts: Sequence[object],
-    progress: Callable[[float, str], None] | None = None,
-) -> list[TtftSample]:
-    """TTFT of each prompt with caching off and on, on two fresh engines, taking turns.
-
-    Each prompt runs alone (one token, greedy), so TTFT is its prefill. A warm-up request
-    first keeps one-off start-up costs out of the numbers.
-    """
-    engines = {False: make_engine(False), True: make_engine(True)}
-    params = SamplingParams(max_tokens=1)
-    for engine in engines.values():
-        engine.generate(["Hello"], params)  # warm-up (a different prompt: it shares no block)
-    samples: list[TtftSample] = []
-    total = 2 * len(prompts)
-    for index, prompt in enumerate(prompts):
-        for caching in (False, True):
-            if progress is not None:
-                progress(len(samples) / total, f"request {index + 1} of {len(prompts)}, caching {'on' if caching else 'off'}")
-            out = engines[caching].generate([prompt], params)[0]
-            metrics = out.metrics
-            samples.append(TtftSample(
-                request=index + 1, caching=caching, ttft_s=metrics.ttft or 0.0,
-                cached_tokens=metrics.num_cached_tokens, prompt_tokens=metrics.num_prompt_tokens,
-            ))
-    if progress is not None:
-        progress(1.0, "done")
-    return samples
+    runs = [(key, label, run_scenario(text, policy, enable_prefix_caching=caching, num_blocks=num_blocks,
+                                      block_size=block_size)) for key, label, caching, policy in SETTINGS]
+    return [_result(key, label, run.engine) for key, label, run in runs]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from engine.ttft import TtftSample
 from viz.theme import STATE_COLORS, base_layout
 
 #: One colour per setting: caching off is grey (nothing reused), the two free rules use the
@@ -39,17 +40,6 @@ class PolicyResult:
     @property
     def hit_rate(self) -> float:
         return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
-
-
-@dataclass(frozen=True)
-class TtftSample:
-    """Time to first token of one request, with caching on or off."""
-
-    request: int  # 1-based position in the workload
-    caching: bool
-    ttft_s: float
-    cached_tokens: int
-    prompt_tokens: int
 
 
 def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same workload, three cache settings") -> go.Figure:
