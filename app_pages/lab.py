@@ -24,7 +24,8 @@ from ui.lab_logic import (
 )
 from ui.settings import LabSettings, current_settings
 from ui.style import LAB_CSS
-from ui.state import CUSTOM, copy_back, get_runs, init_lab_state, mirror, scenario_text, write_url
+from ui.persist import copy_back, mirror
+from ui.state import CUSTOM, get_runs, init_lab_state, scenario_text, write_url
 from viz import (
     block_grid,
     block_tables_figure,

@@ -11,7 +11,8 @@ from engine.scenario import Scenario, ScenarioError, parse_scenario
 from engine.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE, builtin_titles
 from ui.settings import current_settings
 from ui.style import LAB_CSS
-from ui.state import CUSTOM, copy_back, get_runs, init_lab_state, mirror
+from ui.persist import copy_back, mirror
+from ui.state import CUSTOM, get_runs, init_lab_state
 
 CHEATSHEET = """\
 | line | meaning |

@@ -12,7 +12,6 @@ import streamlit as st
 from engine.kv_cache import FREE_POLICIES
 from engine.scenario_library import BUILTIN_SCENARIOS
 from ui.lab_logic import LabRuns, build_runs
-from ui.persist import copy_back, mirror  # noqa: F401  (re-exported for the pages)
 from ui.settings import HASH_ALGOS, LabSettings
 
 CUSTOM = "custom"
