@@ -219,9 +219,10 @@ class LLMEngine:
         if isinstance(prompts, str):
             prompts = [prompts]
         params_list = list(sampling_params) if isinstance(sampling_params, Sequence) else [sampling_params or SamplingParams()] * len(prompts)
-        for prompt, params in zip(prompts, params_list):
-            self._check_fits(self.tokenize(prompt), params)
-        ids = [self.add_request(p, sp) for p, sp in zip(prompts, params_list)]
+        token_lists = [self.tokenize(prompt) for prompt in prompts]
+        for token_ids, params in zip(token_lists, params_list):
+            self._check_fits(token_ids, params)
+        ids = [self.add_request(token_ids, sp) for token_ids, sp in zip(token_lists, params_list)]
         while any(not self.get_request(i).is_finished for i in ids):
             self.step()
         return [self.output_of(i) for i in ids]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from engine.errors import UnknownRequestError
+from engine.errors import ConfigError, UnknownRequestError
 from engine.events import RequestArrived, RequestFinished, RequestPreempted, RequestScheduled, StepStarted, TokenGenerated
 from engine.kv_cache import KVCacheManager
 from engine.request import Request, RequestStatus
@@ -70,8 +70,6 @@ class Scheduler:
         max_num_seqs: int = 64,
     ) -> None:
         if max_num_batched_tokens < 1 or max_num_seqs < 1:
-            from engine.errors import ConfigError
-
             raise ConfigError("max_num_batched_tokens and max_num_seqs must be at least 1.")
         self.kv_cache_manager = kv_cache_manager
         self.events = kv_cache_manager.events

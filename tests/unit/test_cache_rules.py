@@ -84,7 +84,6 @@ def test_hit_blocks_that_are_free_count_against_capacity():
     b = make_request("b", list(range(8)) + [50, 51, 52, 53, 54])  # hits 2 free blocks, needs 2 more
     hits, n = m.get_computed_blocks(b)
     assert len(hits) == 2
-    before = (queue(m), [x.ref_cnt for x in m.block_pool.blocks], m.get_block_ids)  # noqa: F841
     assert m.allocate_slots(b, b.num_tokens - n, n, hits) is None
     assert queue(m) == [3, 2, 1] and all(x.ref_cnt == 0 for x in m.block_pool.blocks)
     assert "b" not in m.req_to_blocks and m.prefix_cache_stats.requests == 1
