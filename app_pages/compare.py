@@ -1,30 +1,22 @@
 """Compare: one workload under caching off / vLLM / classic, and TTFT on the real model.
 
-Thin page: widgets -> ui.compare_logic (simulator runs, or a timed real-model loop) ->
+Thin page: widgets -> teaching.compare (simulator runs, or a timed real-model loop) ->
 viz.compare figures -> render. The simulator part is instant; the real-model part runs
 only when its button is pressed, and keeps its numbers in the session.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import pandas as pd
+import streamlit as st
 
-# `streamlit run app_pages/compare.py` puts app_pages/ on sys.path, not the repo root.
-ROOT = str(Path(__file__).resolve().parents[1])
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from engine.errors import PrefixLabError  # noqa: E402
-from engine.scenario_library import BUILTIN_SCENARIOS, builtin_titles  # noqa: E402
-from engine.ttft import measure_ttft  # noqa: E402
-from ui.compare_logic import TraceSpec, compare_scenario, compare_trace  # noqa: E402
-from ui.playground_logic import TUTOR, build_prompt  # noqa: E402
-from ui.settings import current_settings  # noqa: E402
-from viz.compare import PolicyResult, policy_figure, speedup, ttft_figure  # noqa: E402
+from engine.errors import PrefixLabError
+from teaching.compare import PolicyResult, TraceSpec, compare_scenario, compare_trace
+from teaching.playground import TUTOR, build_prompt
+from teaching.scenario_library import BUILTIN_SCENARIOS, builtin_titles
+from teaching.ttft import measure_ttft
+from ui.settings import current_settings
+from viz.compare import policy_figure, speedup, ttft_figure
 
 PLOT_CONFIG = {"displayModeBar": False}
 TRACE = "generated"

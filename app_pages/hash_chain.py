@@ -1,25 +1,17 @@
 """Hash chain: a prompt as a chain of block hashes; edit one token and watch every later hash change.
 
-Thin page: widgets -> engine (a real simulator run, via ``engine.prefix_probe``) -> figure.
+Thin page: widgets -> engine (a real simulator run, via ``teaching.prefix_probe``) -> figure.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import pandas as pd
+import streamlit as st
 
-# `streamlit run app_pages/hash_chain.py` puts app_pages/ on sys.path, not the repo root.
-ROOT = str(Path(__file__).resolve().parents[1])
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from engine.errors import PrefixLabError  # noqa: E402
-from engine.hashing import HASH_FUNCTIONS, BlockHasher  # noqa: E402
-from engine.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache, replace_token  # noqa: E402
-from viz.hash_chain import changed_blocks, hash_chain_figure, lookup_text, short  # noqa: E402
+from engine.errors import PrefixLabError
+from engine.hashing import HASH_FUNCTIONS, BlockHasher
+from teaching.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache, replace_token
+from viz.hash_chain import changed_blocks, hash_chain_figure, lookup_text, short
 
 DEFAULT_PROMPT = "system : you are a helpful tutor . user : my dog ate my homework , what should I do now ?"
 DEFAULT_IDS = "1 2 3 4 5 6 7 8 9 10 11 12 13 14"

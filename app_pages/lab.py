@@ -10,9 +10,9 @@ from html import escape
 
 import streamlit as st
 
-from engine.scenario import ScenarioError, ScenarioRun
-from engine.scenario_library import builtin_titles
-from ui.lab_logic import (
+from engine.timeline import hit_blocks
+from teaching.describe import EVENT_TAGS, describe_event
+from teaching.lab import (
     JUMPS,
     EvictionQuestion,
     LabRuns,
@@ -22,20 +22,19 @@ from ui.lab_logic import (
     log_window,
     next_eviction_question,
 )
-from ui.settings import LabSettings, current_settings
-from ui.style import LAB_CSS
+from teaching.scenario import ScenarioError, ScenarioRun
+from teaching.scenario_library import builtin_titles
 from ui.persist import copy_back, mirror
+from ui.settings import LabSettings, current_settings
 from ui.state import CUSTOM, get_runs, init_lab_state, scenario_text, write_url
+from ui.style import LAB_CSS
 from viz import (
     block_grid,
     block_tables_figure,
-    describe_event,
     free_queue_figure,
     hash_table_figure,
-    hit_blocks,
     legend_html,
 )
-from viz.describe import EVENT_TAGS
 from viz.legend import POOL_STATES, TABLE_STATES
 
 PLOT_CONFIG = {"displayModeBar": False}

@@ -1,8 +1,8 @@
 """Lessons: a guided course through prefix caching, each lesson a live scenario.
 
-Thin page: :func:`engine.lessons.load_lessons` reads and checks ``lessons/*.md``; the
+Thin page: :func:`teaching.lessons.load_lessons` reads and checks ``lessons/*.md``; the
 scenario is played by the engine and drawn with the lab's figure builders (``viz``); each
-question is answered by the engine (:func:`engine.lessons.answer_question`), never by the
+question is answered by the engine (:func:`teaching.lessons.answer_question`), never by the
 lesson file. Set ``PREFIXLAB_LESSONS_DIR`` to read lessons from another folder.
 """
 
@@ -15,15 +15,21 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.events import BlocksAllocated, BlocksTouched
 from engine.config import EngineConfig
-from engine.lesson_measure import measure_ttft, real_model_available
-from engine.lessons import Answer, Lesson, LessonError, Question, answer_question, load_lessons
-from engine.scenario import ScenarioRun, run_scenario
+from engine.events import BlocksAllocated, BlocksTouched
+from engine.timeline import block_contents, hit_blocks
+from teaching.describe import EVENT_TAGS, describe_event
+from teaching.lesson_measure import measure_ttft, real_model_available
+from teaching.lessons import Answer, Lesson, LessonError, Question, answer_question, load_lessons
+from teaching.scenario import ScenarioRun, run_scenario
 from ui.persist import copy_back, mirror
 from ui.state import CUSTOM, init_lab_state
-from viz import block_contents, block_grid, block_tables_figure, describe_event, free_queue_figure, hit_blocks, legend_html
-from viz.describe import EVENT_TAGS
+from viz import (
+    block_grid,
+    block_tables_figure,
+    free_queue_figure,
+    legend_html,
+)
 from viz.legend import POOL_STATES, TABLE_STATES
 
 LESSONS_DIR = Path(os.environ.get("PREFIXLAB_LESSONS_DIR", Path(__file__).resolve().parent.parent / "lessons"))
@@ -43,7 +49,7 @@ def _stamp(folder: Path) -> tuple[tuple[str, float], ...]:
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _load(folder: str, stamp: tuple) -> tuple[list[Lesson], list[LessonError]]:  # noqa: ARG001 - stamp is the key
+def _load(folder: str, stamp: tuple) -> tuple[list[Lesson], list[LessonError]]:
     return load_lessons(folder)
 
 
@@ -98,7 +104,7 @@ def step_controls(lesson: Lesson) -> int:
 
 
 # -- the scenario views ---------------------------------------------------------------------------------
-def line_events(run: ScenarioRun, line_no: int):  # noqa: ANN201 - a list of events
+def line_events(run: ScenarioRun, line_no: int):
     span = next((s for s in run.spans if s.action.line_no == line_no), None)
     return (span, run.events[span.start : span.end]) if span else (None, [])
 
@@ -192,7 +198,7 @@ def scenario_section(lesson: Lesson) -> None:
 
 # -- the real model (optional) ---------------------------------------------------------------------------
 @st.cache_resource(show_spinner="Loading the real model (once per server)…")
-def real_backend():  # noqa: ANN201 - engine.model.ModelBackend, imported lazily (torch)
+def real_backend():
     from engine.model import ModelBackend
 
     return ModelBackend(EngineConfig(backend="model"))
@@ -206,7 +212,7 @@ def run_measurement(lesson: Lesson) -> None:
     """Callback: time the lesson's chats on the real model (cache on, then off)."""
     try:
         st.session_state[measure_key(lesson)] = measure_ttft(lesson.measure, real_backend())
-    except Exception as exc:  # noqa: BLE001 - a missing or broken model must not break the lesson
+    except Exception as exc:
         st.session_state[measure_key(lesson)] = f"The real model could not run here: {exc}"
 
 

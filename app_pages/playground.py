@@ -7,37 +7,28 @@ they may fill the text boxes; generation runs in the script so its text can stre
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import plotly.graph_objects as go
+import streamlit as st
 
-# `streamlit run app_pages/playground.py` puts app_pages/ on sys.path, not the repo root.
-ROOT = str(Path(__file__).resolve().parents[1])
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-import plotly.graph_objects as go  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from engine.config import EngineConfig  # noqa: E402
-from engine.errors import PrefixLabError  # noqa: E402
-from engine.llm_engine import LLMEngine  # noqa: E402
-from engine.request import SamplingParams  # noqa: E402
-from ui.model import SESSION_KV_MIB, session_engine, shared_model  # noqa: E402
-from ui.persist import copy_back, mirror  # noqa: E402
-from ui.settings import current_settings  # noqa: E402
-from ui.playground_logic import CHAT, PRESETS, TEXT, RequestView, build_prompt, request_view, token_piece  # noqa: E402
-from viz import (  # noqa: E402
+from engine.config import EngineConfig
+from engine.errors import PrefixLabError
+from engine.llm_engine import LLMEngine
+from engine.request import SamplingParams
+from engine.timeline import hit_blocks
+from teaching.describe import block_contents, describe_event
+from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, request_view, token_piece
+from ui.model import SESSION_KV_MIB, session_engine, shared_model
+from ui.persist import copy_back, mirror
+from ui.settings import current_settings
+from viz import (
     block_grid,
     block_tables_figure,
-    describe_event,
     free_queue_figure,
     hash_table_figure,
-    hit_blocks,
     legend_html,
 )
-from viz.contents import block_contents  # noqa: E402
-from viz.legend import POOL_STATES  # noqa: E402
-from viz.tokens import token_blocks_figure  # noqa: E402
+from viz.legend import POOL_STATES
+from viz.tokens import token_blocks_figure
 
 PLOT_CONFIG = {"displayModeBar": False}
 SHOWN_REQUESTS = 4  # newest requests drawn as blocks; older ones are listed

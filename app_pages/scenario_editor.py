@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.scenario import Scenario, ScenarioError, parse_scenario
-from engine.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE, builtin_titles
-from ui.settings import current_settings
-from ui.style import LAB_CSS
+from teaching.scenario import Scenario, ScenarioError, parse_scenario
+from teaching.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE, builtin_titles
 from ui.persist import copy_back, mirror
+from ui.settings import current_settings
 from ui.state import CUSTOM, get_runs, init_lab_state
+from ui.style import LAB_CSS
 
 CHEATSHEET = """\
 | line | meaning |

@@ -6,24 +6,16 @@ Thin page: widgets -> engine (r1 runs on a simulator, r2's lookup is the engine'
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import pandas as pd
+import streamlit as st
 
-# `streamlit run app_pages/why_miss.py` puts app_pages/ on sys.path, not the repo root.
-ROOT = str(Path(__file__).resolve().parents[1])
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-import pandas as pd  # noqa: E402
-import streamlit as st  # noqa: E402
-
-from engine.errors import PrefixLabError  # noqa: E402
-from engine.hashing import HASH_FUNCTIONS  # noqa: E402
-from engine.miss_explainer import explain  # noqa: E402
-from engine.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache  # noqa: E402
-from viz.hash_chain import short  # noqa: E402
-from viz.theme import STATE_COLORS  # noqa: E402
-from viz.tokens import token_blocks_figure  # noqa: E402
+from engine.errors import PrefixLabError
+from engine.hashing import HASH_FUNCTIONS
+from teaching.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache
+from teaching.why_miss import explain
+from viz.hash_chain import short
+from viz.theme import STATE_COLORS
+from viz.tokens import token_blocks_figure
 
 SYSTEM = "system : you are a helpful tutor . user :"
 #: name -> (r1 prompt, salt, LoRA, r2 prompt, salt, LoRA)

@@ -26,10 +26,10 @@ import statistics
 import sys
 import time
 
-from engine.model import ModelBackend  # first: it sets OpenMP's wait policy before torch loads
-from engine import EngineConfig, LLMEngine, SamplingParams
+import torch
 
-import torch  # noqa: E402
+from engine import EngineConfig, LLMEngine, SamplingParams
+from engine.model import ModelBackend  # first: it sets OpenMP's wait policy before torch loads
 
 SYSTEM_PROMPT = " ".join(
     f"Rule {i}: when you explain how an inference engine serves requests, name the block table, "

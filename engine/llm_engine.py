@@ -14,12 +14,12 @@ from typing import Any
 
 from engine.config import EngineConfig
 from engine.errors import InvalidRequestError, UnknownRequestError
-from engine.events import Timeline
 from engine.kv_cache import KVCacheManager
 from engine.outputs import RequestMetrics, RequestOutput
 from engine.request import Request, RequestStatus, SamplingParams, validate_token_ids
 from engine.scheduler import Scheduler, SchedulerOutput
 from engine.simulator import SimulatorBackend
+from engine.timeline import Timeline
 
 Prompt = str | list[int] | list[dict[str, str]]
 

@@ -18,7 +18,14 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from engine.errors import ConfigError, UnknownRequestError
-from engine.events import RequestArrived, RequestFinished, RequestPreempted, RequestScheduled, StepStarted, TokenGenerated
+from engine.events import (
+    RequestArrived,
+    RequestFinished,
+    RequestPreempted,
+    RequestScheduled,
+    StepStarted,
+    TokenGenerated,
+)
 from engine.kv_cache import KVCacheManager
 from engine.request import Request, RequestStatus
 

@@ -1,7 +1,7 @@
 """Regenerate docs/screenshots/<page>.png: every page of the app, in chromium at 1280x800.
 
-    python scripts/screenshots.py                      # app.py: every page in its navigation, every lesson
-    python scripts/screenshots.py --script app_pages/why_miss.py --full-height
+    python -m scripts.screenshots                      # app.py: every page in its navigation, every lesson
+    python -m scripts.screenshots --script app_pages/why_miss.py --full-height
 
 Without app.py (early in the project) it shoots each ``app_pages/*.py`` file on its own.
 Fails loudly if a page shows a Streamlit exception, so a screenshot is never of a traceback.
@@ -15,11 +15,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.e2e.harness import (  # noqa: E402
+from tests.e2e.harness import (
     CHROMIUM,
     VIEWPORT,
     launch_chromium,
@@ -29,6 +25,9 @@ from tests.e2e.harness import (  # noqa: E402
     track_page_errors,
     wait_idle,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
+
 
 
 def slug(text: str) -> str:

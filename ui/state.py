@@ -10,8 +10,8 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.kv_cache import FREE_POLICIES
-from engine.scenario_library import BUILTIN_SCENARIOS
-from ui.lab_logic import LabRuns, build_runs
+from teaching.lab import LabRuns, build_runs
+from teaching.scenario_library import BUILTIN_SCENARIOS
 from ui.settings import HASH_ALGOS, LabSettings
 
 CUSTOM = "custom"

@@ -6,22 +6,17 @@ Nothing here imports Streamlit or calls the engine, so every figure works in a n
 
 from viz.block_tables import block_tables_figure
 from viz.blocks import block_grid, block_state
-from viz.contents import block_contents, hit_blocks
-from viz.describe import describe_event
 from viz.free_queue import free_queue_figure, next_eviction
 from viz.hash_table import hash_table_figure, hash_table_rows
 from viz.legend import legend_html
 
 __all__ = [
-    "block_contents",
     "block_grid",
     "block_state",
     "block_tables_figure",
-    "describe_event",
     "free_queue_figure",
     "hash_table_figure",
     "hash_table_rows",
-    "hit_blocks",
     "legend_html",
     "next_eviction",
 ]

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 
 import plotly.graph_objects as go
 
-from engine.events import CacheSnapshot
+from engine.timeline import CacheSnapshot
 from viz.blocks import TILE, as_id_set, text_color, tile_labels
 from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
 
@@ -31,7 +31,7 @@ def block_tables_figure(
     min_columns: int = 8,
     title: str | None = "Block tables (logical → physical)",
 ) -> go.Figure:
-    """One row per live request. ``hits`` (from :func:`viz.contents.hit_blocks`) marks cache
+    """One row per live request. ``hits`` (from :func:`engine.timeline.hit_blocks`) marks cache
     hits; tile shapes are named ``table-<request>-<index>``; the trace ``customdata`` is
     ``[request_id, logical_index, block_id, state]``."""
     selected = as_id_set(highlight)

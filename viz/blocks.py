@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 
 import plotly.graph_objects as go
 
-from engine.events import CacheSnapshot
-from viz.contents import TokenText, tokens_label
+from engine.timeline import CacheSnapshot
+from teaching.describe import TokenText, tokens_label
 from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
 
 DARK_FILLS = {"null", "in_use", "hit", "computed", "evicted"}
@@ -84,7 +84,7 @@ def block_grid(
 ) -> go.Figure:
     """Every physical block as a tile. ``highlight``: block id(s) outlined in the selection colour.
 
-    ``contents`` (hash -> tokens, from :func:`viz.contents.block_contents`) adds the tokens to
+    ``contents`` (hash -> tokens, from :func:`engine.timeline.block_contents`) adds the tokens to
     the hover text. Tiles are layout shapes named ``block-<id>``; one scatter trace carries
     the labels, the hover text and ``customdata = [block_id, state]`` for click selection.
     """

@@ -7,12 +7,12 @@ Pure functions from plain records to Plotly bar charts; the colours come from
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from engine.ttft import TtftSample
+from teaching.compare import PolicyResult
+from teaching.ttft import TtftSample
 from viz.theme import STATE_COLORS, base_layout
 
 #: One colour per setting: caching off is grey (nothing reused), the two free rules use the
@@ -23,23 +23,6 @@ SETTING_COLORS: dict[str, str] = {
     "classic": STATE_COLORS["cached_free"],
 }
 TTFT_COLORS: dict[bool, str] = {False: STATE_COLORS["partial"], True: STATE_COLORS["hit"]}
-
-
-@dataclass(frozen=True)
-class PolicyResult:
-    """What one cache setting did with a workload (token counts over all its requests)."""
-
-    key: str  # "off" | "vllm" | "classic"
-    label: str
-    prompt_tokens: int
-    hit_tokens: int  # prompt tokens served from the cache
-    prefill_computed: int  # prompt tokens run through the model (recomputation included)
-    evictions: int
-    requests: int
-
-    @property
-    def hit_rate(self) -> float:
-        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
 def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same workload, three cache settings") -> go.Figure:

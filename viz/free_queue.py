@@ -10,9 +10,9 @@ from collections.abc import Iterable, Mapping
 
 import plotly.graph_objects as go
 
-from engine.events import CacheSnapshot
+from engine.timeline import CacheSnapshot
+from teaching.describe import TokenText, tokens_label
 from viz.blocks import as_id_set, text_color, tile_labels
-from viz.contents import TokenText, tokens_label
 from viz.theme import STATE_COLORS, base_layout
 
 NODE_W = 0.68  # node width in grid units; the rest of each unit is the arrow

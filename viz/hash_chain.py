@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
 
 if TYPE_CHECKING:
-    from engine.prefix_probe import BlockTrace
+    from teaching.prefix_probe import BlockTrace
 
 ROW_STEP = 1.35  # vertical distance between block rows
 BOX_HEIGHT = 1.0

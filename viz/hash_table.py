@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
-from engine.events import CacheSnapshot
+from engine.timeline import CacheSnapshot
+from teaching.describe import TokenText, tokens_label
 from viz.blocks import as_id_set
-from viz.contents import TokenText, tokens_label
 from viz.theme import STATE_COLORS, base_layout
 
 

@@ -41,7 +41,7 @@ class AttentionMetadata:
     seqs: list[SequenceSlice] = field(default_factory=list)
 
     @classmethod
-    def build(cls, chunks: list[tuple[list[int], int, int]], block_size: int, device: torch.device | str) -> "AttentionMetadata":
+    def build(cls, chunks: list[tuple[list[int], int, int]], block_size: int, device: torch.device | str) -> AttentionMetadata:
         """``chunks``: per request ``(block_table, num_computed_tokens, num_new_tokens)``, in batch order."""
         slots: list[int] = []
         seqs = []

@@ -10,7 +10,6 @@ from streamlit.testing.v1 import AppTest
 from tests.app.conftest import run_page
 
 
-
 @pytest.fixture
 def at() -> AppTest:
     return run_page("compare", timeout=180)

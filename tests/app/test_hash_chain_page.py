@@ -8,7 +8,6 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import page_path, run_page
-
 from viz.theme import STATE_COLORS
 
 PAGE = page_path("hash_chain")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.lessons import answer_question, load_lessons
+from teaching.lessons import answer_question, load_lessons
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "app_pages" / "lessons.py")
@@ -28,7 +28,7 @@ def charts(at: AppTest) -> list:
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
-def test_every_lesson_renders_plays_and_asks(lesson) -> None:  # noqa: ANN001
+def test_every_lesson_renders_plays_and_asks(lesson) -> None:
     at = open_page(lesson.slug)
     assert at.header[0].value == lesson.title
     assert len(charts(at)) == 3 * len(lesson.policies)  # grid, free queue, block tables per policy
@@ -43,13 +43,13 @@ def test_every_lesson_renders_plays_and_asks(lesson) -> None:  # noqa: ANN001
         assert any(f"Line {line_no}:" in m.value for m in at.markdown)
 
 
-def _question_keys(lesson, question) -> tuple[str, str, str]:  # noqa: ANN001
+def _question_keys(lesson, question) -> tuple[str, str, str]:
     return (f"lesson_choice_{lesson.slug}_{question.id}", f"check_{lesson.slug}_{question.id}",
             f"reveal_{lesson.slug}_{question.id}")
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
-def test_right_and_wrong_answers_get_the_engines_verdict(lesson) -> None:  # noqa: ANN001
+def test_right_and_wrong_answers_get_the_engines_verdict(lesson) -> None:
     at = open_page(lesson.slug)
     for question in lesson.questions:
         answer = answer_question(lesson, question)
@@ -85,7 +85,7 @@ def test_side_by_side_lesson_draws_both_policies() -> None:
     assert any("**classic**" in m.value for m in at.markdown)
 
 
-def test_broken_lesson_shows_its_file_and_line_and_the_others_still_load(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_broken_lesson_shows_its_file_and_line_and_the_others_still_load(tmp_path: Path, monkeypatch) -> None:
     good = (ROOT / "lessons" / "01-kv-blocks.md").read_text(encoding="utf-8")
     (tmp_path / "01-good.md").write_text(good, encoding="utf-8")
     broken = good.replace("\n  run  # @done", "\n  fly  # @done")

@@ -1,7 +1,6 @@
 """The model back end on tiny models: bad input is refused clearly and the engine keeps serving."""
 
 import pytest
-import torch
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.errors import InvalidRequestError

@@ -2,8 +2,8 @@
 
 from collections import Counter
 
-from engine.events import Timeline
 from engine.kv_cache import KVCacheManager
+from engine.timeline import Timeline
 
 
 def check_invariants(m: KVCacheManager) -> None:

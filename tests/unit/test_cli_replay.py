@@ -1,6 +1,6 @@
-"""``python -m engine replay``: a scenario played on the simulator, every event in words."""
+"""``prefixlab replay``: a scenario played on the simulator, every event in words."""
 
-from engine.__main__ import main
+from teaching.cli import main
 
 
 def test_replay_builtin_design_doc_in_both_policies(capsys):

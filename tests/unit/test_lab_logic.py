@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine.events import BlocksAllocated
-from engine.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE
-from ui.lab_logic import align_index, build_runs, engine_step_at, log_window, next_eviction_question
+from teaching.lab import align_index, build_runs, engine_step_at, log_window, next_eviction_question
+from teaching.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE
 
 
 def test_build_runs_plays_both_policies() -> None:

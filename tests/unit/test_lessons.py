@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.lesson_answers import (
+from teaching.answers import (
     VOCABULARY,
     AnswerError,
     engine_state_after,
@@ -18,9 +18,9 @@ from engine.lesson_answers import (
     option_matches,
     parse_expression,
 )
-from engine.lessons import LessonError, answer_question, load_lesson, load_lessons, parse_lesson
-from engine.scenario import parse_scenario
-from engine.scenario_library import DESIGN_DOC_EXAMPLE
+from teaching.lessons import LessonError, answer_question, load_lesson, load_lessons, parse_lesson
+from teaching.scenario import parse_scenario
+from teaching.scenario_library import DESIGN_DOC_EXAMPLE
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = ROOT / "lessons"
@@ -215,13 +215,13 @@ def test_readme_documents_every_word_and_key() -> None:
 
 
 def test_loader_does_not_import_streamlit() -> None:
-    code = "import sys, engine.lessons; engine.lessons.load_lessons('lessons'); assert 'streamlit' not in sys.modules"
+    code = "import sys, teaching.lessons; teaching.lessons.load_lessons('lessons'); assert 'streamlit' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
 def test_measure_spec_parses_and_times_on_the_simulator(tmp_path: Path) -> None:
-    from engine.lesson_measure import measure_ttft
     from engine.simulator import SimulatorBackend
+    from teaching.lesson_measure import measure_ttft
 
     lesson = load_lesson(LESSONS / "03-shared-system-prompt.md")
     assert lesson.measure is not None and len(lesson.measure.questions) >= 2

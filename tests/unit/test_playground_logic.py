@@ -6,7 +6,7 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.errors import InvalidRequestError
-from ui.playground_logic import CHAT, PRESETS, TEXT, build_prompt, request_block_ids, request_view, token_piece
+from teaching.playground import CHAT, PRESETS, TEXT, build_prompt, request_block_ids, request_view, token_piece
 from viz.tokens import token_blocks_figure
 
 
@@ -63,7 +63,7 @@ def test_bad_prompt_raises_the_engines_message(engine: LLMEngine) -> None:
 
 def test_token_piece_makes_whitespace_visible() -> None:
     class Hf:
-        def decode(self, ids, skip_special_tokens=True):  # noqa: ANN001, ANN201
+        def decode(self, ids, skip_special_tokens=True):
             return {1: "\n", 2: " ", 3: " cat"}[ids[0]]
 
     class Tok:

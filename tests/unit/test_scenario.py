@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from engine.errors import PrefixLabError
 from engine.events import BlockRemoved, BlocksAllocated, BlocksFreed, CacheLookup
-from engine.scenario import (
+from teaching.scenario import (
     AddRequest,
     Finish,
     Reset,
@@ -18,7 +18,7 @@ from engine.scenario import (
     parse_scenario,
     run_scenario,
 )
-from engine.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE, builtin_scenario, builtin_titles
+from teaching.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE, builtin_scenario, builtin_titles
 
 GOOD = """\
 # vLLM design-doc example

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.miss_explainer import explain
-from engine.prefix_probe import RequestSpec, probe_prefix_cache
+from teaching.prefix_probe import RequestSpec, probe_prefix_cache
+from teaching.why_miss import explain
 
 BASE = "the cat sat on the mat and then the cat ran off fast"
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from engine.scenario_library import BUILTIN_SCENARIOS
-from ui.compare_logic import TraceSpec, compare_scenario, compare_trace, generate_trace
-from viz.compare import SETTING_COLORS, TTFT_COLORS, PolicyResult, TtftSample, policy_figure, speedup, ttft_figure
+from teaching.compare import PolicyResult, TraceSpec, compare_scenario, compare_trace, generate_trace
+from teaching.scenario_library import BUILTIN_SCENARIOS
+from teaching.ttft import TtftSample
+from viz.compare import SETTING_COLORS, TTFT_COLORS, policy_figure, speedup, ttft_figure
 from viz.theme import STATE_COLORS
 
 RESULTS = [

@@ -6,17 +6,16 @@ import plotly.graph_objects as go
 import pytest
 
 from engine.events import BlockRemoved, BlocksAllocated, BlocksFreed, CacheLookup
-from engine.scenario import ScenarioRun, run_scenario
-from engine.scenario_library import DESIGN_DOC_EXAMPLE
+from engine.timeline import block_contents, hit_blocks
+from teaching.describe import describe_event
+from teaching.scenario import ScenarioRun, run_scenario
+from teaching.scenario_library import DESIGN_DOC_EXAMPLE
 from viz import (
-    block_contents,
     block_grid,
     block_tables_figure,
-    describe_event,
     free_queue_figure,
     hash_table_figure,
     hash_table_rows,
-    hit_blocks,
     legend_html,
     next_eviction,
 )

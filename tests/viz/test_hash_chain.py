@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.prefix_probe import ProbeResult, RequestSpec, probe_prefix_cache
+from teaching.prefix_probe import ProbeResult, RequestSpec, probe_prefix_cache
 from viz.hash_chain import PENDING_FILL, changed_blocks, hash_chain_figure, lookup_text
 from viz.theme import STATE_COLORS
 

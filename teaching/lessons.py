@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from engine.lesson_answers import (
+from teaching.answers import (
     AnswerError,
     EngineState,
     Expression,
@@ -43,8 +43,8 @@ from engine.lesson_answers import (
     option_matches,
     parse_expression,
 )
-from engine.lesson_measure import MeasureSpec
-from engine.scenario import AddRequest, Scenario, ScenarioError, parse_scenario, run_scenario
+from teaching.lesson_measure import MeasureSpec
+from teaching.scenario import AddRequest, Scenario, ScenarioError, parse_scenario, run_scenario
 
 LESSON_KEYS = ("title", "summary", "scenario", "policies", "questions", "measure")
 MEASURE_KEYS = ("system", "questions", "block_size")

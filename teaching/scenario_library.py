@@ -6,7 +6,7 @@ editor and change it. The first comment line is the title, the following ones th
 
 from __future__ import annotations
 
-from engine.scenario import Scenario, parse_scenario
+from teaching.scenario import Scenario, parse_scenario
 
 DESIGN_DOC_EXAMPLE = """\
 # vLLM design-doc example (SPEC section 7)

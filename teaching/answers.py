@@ -29,9 +29,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from engine.events import BlockRemoved, BlocksTouched, CacheSnapshot, Event, RequestPreempted
-from engine.request import RequestStatus
-from engine.scenario import ActionSpan, Scenario, ScenarioRun, run_scenario
+from engine.events import BlockRemoved, BlocksTouched, Event, RequestPreempted
+from engine.timeline import CacheSnapshot
+from teaching.scenario import ActionSpan, Scenario, ScenarioRun, run_scenario
 
 KINDS = ("block", "blocks", "set", "number", "tokens", "percent", "status")
 STATUSES = ("waiting", "running", "preempted", "finished")

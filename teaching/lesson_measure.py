@@ -2,7 +2,7 @@
 
 A lesson may list a system prompt and a few user questions (front-matter key ``measure``).
 This module sends them one at a time to engines with and without prefix caching (the loop of
-:mod:`engine.ttft`, shared with the Compare page) and reports for each request how many prompt
+:mod:`teaching.ttft`, shared with the Compare page) and reports for each request how many prompt
 tokens came from the cache and its median TTFT. It takes any back end: the real model (``engine.model.ModelBackend``)
 when it is available, or the simulator in tests.
 """
@@ -17,7 +17,7 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.simulator import SimulatorBackend
-from engine.ttft import measure_ttft as measure_ttft_samples
+from teaching.ttft import measure_ttft as measure_ttft_samples
 
 
 @dataclass(frozen=True)

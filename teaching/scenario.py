@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 
 from engine.config import EngineConfig
 from engine.errors import PrefixLabError
-from engine.events import Event, Timeline
+from engine.events import Event
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
+from engine.timeline import Timeline
 
 #: Safety net for ``run``: a scenario that needs more steps than this is surely a mistake.
 MAX_RUN_STEPS = 10_000

@@ -1,4 +1,6 @@
-"""Command line: ``python -m engine generate|bench|replay``.
+"""Command line: ``prefixlab app|generate|bench|replay``.
+
+``app`` starts the Streamlit app (what ``make run`` does).
 
 ``generate`` runs one prompt on the real model and prints the text and the request's metrics
 (cached vs computed prefill tokens, TTFT, decode speed). ``bench`` runs the prefix-cache
@@ -37,9 +39,9 @@ def generate(args: argparse.Namespace) -> int:
 
 
 def replay(args: argparse.Namespace) -> int:
-    from engine.scenario import ScenarioError, run_scenario
-    from engine.scenario_library import BUILTIN_SCENARIOS
-    from viz.describe import describe_event  # the CLI is a front end, like the app: same wording
+    from teaching.describe import describe_event  # the CLI is a front end, like the app: same wording
+    from teaching.scenario import ScenarioError, run_scenario
+    from teaching.scenario_library import BUILTIN_SCENARIOS
 
     if args.scenario in BUILTIN_SCENARIOS:
         text = BUILTIN_SCENARIOS[args.scenario]
@@ -68,9 +70,26 @@ def replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_app(extra: list[str]) -> int:
+    """``streamlit run app.py`` with the flags an offline classroom machine wants."""
+    import subprocess
+    from pathlib import Path
+
+    app_file = Path(__file__).resolve().parents[1] / "app.py"
+    if not app_file.exists():
+        print("error: app.py not found; run PrefixLab from its repository (pip install -e .)", file=sys.stderr)
+        return 2
+    command = [sys.executable, "-m", "streamlit", "run", str(app_file), "--server.fileWatcherType", "none",
+               "--server.headless", "true", "--browser.gatherUsageStats", "false", *extra]
+    return subprocess.call(command, cwd=app_file.parent)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine", description="PrefixLab's engine from the command line.")
+    parser = argparse.ArgumentParser(prog="prefixlab", description="PrefixLab from the command line.")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    app = commands.add_parser("app", help="start the Streamlit app (its options pass through to streamlit run)")
+    app.set_defaults(passthrough=True)
 
     gen = commands.add_parser("generate", help="generate text for one prompt and print its metrics")
     gen.add_argument("--prompt", required=True)
@@ -91,12 +110,15 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--policy", choices=["vllm", "classic"], default="vllm", help="free rule (default vllm)")
 
     args, rest = parser.parse_known_args(argv)
+    if args.command == "app":
+        return run_app(rest)
     if rest and args.command != "bench":
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "replay":
         return replay(args)  # simulator only: no torch, instant
-    import engine.model  # noqa: F401  (before torch loads: see its OMP_WAIT_POLICY note)
     from transformers.utils import logging as hf_logging  # keep the terminal for our own output
+
+    import engine.model  # noqa: F401  (before torch loads: see its OMP_WAIT_POLICY note)
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()

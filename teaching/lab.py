@@ -1,6 +1,6 @@
 """The lab's logic without Streamlit: both policies' runs, aligning them, jumps, predict questions.
 
-Everything here is a plain function over :class:`~engine.scenario.ScenarioRun`, so the page
+Everything here is a plain function over :class:`~teaching.scenario.ScenarioRun`, so the page
 stays thin and these rules are unit-testable.
 """
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from engine.events import BlockRemoved, BlocksAllocated, Event, StepStarted
 from engine.kv_cache import FREE_POLICIES
-from engine.scenario import ScenarioRun, parse_scenario, run_scenario
-from viz.contents import block_contents
+from engine.timeline import block_contents
+from teaching.scenario import ScenarioRun, parse_scenario, run_scenario
 
 #: Jump buttons: label -> event kinds to stop after.
 JUMPS: dict[str, set[str]] = {
@@ -42,7 +42,7 @@ def build_runs(
     num_blocks: int | None = None,
     hash_algo: str = "sha256",
 ) -> LabRuns:
-    """Parse once, play under each policy. Raises :class:`~engine.scenario.ScenarioError`."""
+    """Parse once, play under each policy. Raises :class:`~teaching.scenario.ScenarioError`."""
     scenario = parse_scenario(text)
     runs = {
         policy: run_scenario(scenario, policy, block_size=block_size, num_blocks=num_blocks, hash_algo=hash_algo)

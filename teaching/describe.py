@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from engine.events import (
     AllBlocksCleared,
@@ -20,7 +20,21 @@ from engine.events import (
     StepStarted,
     TokenGenerated,
 )
-from viz.contents import TokenText, default_token_text, tokens_label
+
+TokenText = Callable[[int], str]
+
+
+def default_token_text(token_id: int) -> str:
+    return str(token_id)
+
+
+def tokens_label(token_ids: Sequence[int] | None, token_text: TokenText | None = None, limit: int = 8) -> str:
+    """"A B C D" for a block's tokens (cut with an ellipsis after ``limit``)."""
+    if not token_ids:
+        return ""
+    text = token_text or default_token_text
+    words = [text(t) for t in token_ids[:limit]]
+    return " ".join(words) + (" …" if len(token_ids) > limit else "")
 
 
 def ids(block_ids: Sequence[int]) -> str:

@@ -1,4 +1,4 @@
-"""Turn a :class:`~engine.prefix_probe.ProbeResult` into plain English: why did r2 miss?
+"""Turn a :class:`~teaching.prefix_probe.ProbeResult` into plain English: why did r2 miss?
 
 The verdict (how many blocks hit, where the lookup stopped and why) is the engine's own
 ``CacheLookup`` event; this module only *names* the cause a student should look at: a
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.prefix_probe import ProbeResult, RequestSpec
+from teaching.prefix_probe import ProbeResult, RequestSpec
 
 
 @dataclass(frozen=True)
