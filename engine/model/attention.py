@@ -2,9 +2,16 @@
 
 A step packs every scheduled request's new tokens into one flat batch (``[num_tokens, ...]``).
 :class:`AttentionMetadata` says where each request's tokens sit in that batch and which cache
-blocks hold its earlier tokens. Attention then runs per request: the new queries attend to the
-request's whole context (cached prefix + this chunk), causally within the chunk. The cached
-prefix is never recomputed: its K/V are simply read from the pages.
+blocks hold its earlier tokens. The new queries attend to the request's whole context (cached
+prefix + this chunk), causally within the chunk. The cached prefix is never recomputed: its K/V
+are simply read from the pages.
+
+Two paths, both one kernel call per group rather than per token:
+
+* **decodes** (one new token each) are attended all together: their block tables are padded to
+  the longest, the pages gathered into ``[requests, context, ...]``, and padded keys masked out;
+* **prefill chunks** (several new tokens) run one request at a time; a prefill from position 0
+  needs no cache read at all (its keys are exactly this step's keys).
 """
 
 from __future__ import annotations
@@ -34,36 +41,102 @@ class SequenceSlice:
 
 
 @dataclass
+class DecodeBatch:
+    """All one-token requests of the step, attended in one call."""
+
+    rows: torch.Tensor  # [num_decodes] their rows in the packed batch
+    block_tables: torch.Tensor  # [num_decodes, max_blocks], padded with block 0 (the pool's null block)
+    key_mask: torch.Tensor  # [num_decodes, 1, 1, max_blocks * block_size] bool: True = a real key
+    contiguous_from: int | None  # the rows are start..start+n-1 (a slice, no gather); None otherwise
+
+
+@dataclass
 class AttentionMetadata:
     """Everything attention needs about the batch, built once per step and shared by all layers."""
 
     slot_mapping: torch.Tensor  # [num_tokens] flat cache slot of each new token
-    seqs: list[SequenceSlice] = field(default_factory=list)
+    seqs: list[SequenceSlice] = field(default_factory=list)  # every request, in batch order
+    decode: DecodeBatch | None = None  # the one-token requests, batched
+    num_tokens: int = 0
+
+    @property
+    def prefills(self) -> list[SequenceSlice]:
+        """Requests computing more than one token this step."""
+        return [seq for seq in self.seqs if seq.query_len > 1]
 
     @classmethod
     def build(cls, chunks: list[tuple[list[int], int, int]], block_size: int, device: torch.device | str) -> AttentionMetadata:
         """``chunks``: per request ``(block_table, num_computed_tokens, num_new_tokens)``, in batch order."""
         slots: list[int] = []
         seqs = []
+        decode_rows: list[int] = []
+        decode_tables: list[list[int]] = []
+        decode_lens: list[int] = []
         for block_table, start, num_new in chunks:
             end = start + num_new
             slots += slot_mapping(block_table, start, end, block_size)
             num_ctx_blocks = -(-end // block_size)
-            if num_new == 1 or start == 0:
-                # A decode sees its whole context: no mask. A fresh prefill is plain causal.
-                mask, is_causal = None, num_new > 1
-            else:
+            mask = None
+            if num_new == 1:
+                decode_rows.append(len(slots) - 1)
+                decode_tables.append(block_table[:num_ctx_blocks])
+                decode_lens.append(end)
+            elif start > 0:
                 # A chunk after a cached/computed prefix: query i sits at position start + i and may
                 # see keys 0 .. start + i (all of the prefix, and the chunk up to itself).
                 key_pos = torch.arange(end, device=device)
                 query_pos = torch.arange(start, end, device=device)
-                mask, is_causal = key_pos[None, :] <= query_pos[:, None], False
+                mask = key_pos[None, :] <= query_pos[:, None]
             seqs.append(SequenceSlice(
                 query_start=len(slots) - num_new, query_len=num_new, context_len=end,
                 block_table=torch.tensor(block_table[:num_ctx_blocks], dtype=torch.long, device=device),
-                mask=mask, is_causal=is_causal,
+                mask=mask, is_causal=num_new > 1 and start == 0,
             ))
-        return cls(torch.tensor(slots, dtype=torch.long, device=device), seqs)
+        decode = None
+        if decode_rows:
+            width = max(len(t) for t in decode_tables)
+            tables = torch.tensor([t + [0] * (width - len(t)) for t in decode_tables], dtype=torch.long, device=device)
+            lens = torch.tensor(decode_lens, device=device)
+            key_mask = (torch.arange(width * block_size, device=device)[None, :] < lens[:, None])[:, None, None, :]
+            first = decode_rows[0]
+            contiguous = decode_rows == list(range(first, first + len(decode_rows)))
+            decode = DecodeBatch(torch.tensor(decode_rows, dtype=torch.long, device=device), tables, key_mask,
+                                 first if contiguous else None)
+        return cls(torch.tensor(slots, dtype=torch.long, device=device), seqs, decode, len(slots))
+
+
+def decode_attention(q: torch.Tensor, cache: LayerKVCache, batch: DecodeBatch, scale: float) -> torch.Tensor:
+    """Attention of one new query per request over its paged context: ``[num_decodes, n_heads, head_dim]``.
+
+    Grouped-query attention without copying K/V per query head: the ``n_heads / n_kv_heads`` query
+    heads that share a K/V head become that head's "query rows", so SDPA sees plain multi-head
+    attention over ``n_kv_heads`` heads (HF orders query heads so that head ``h`` reads K/V head
+    ``h // group``).
+    """
+    num, n_heads, head_dim = q.shape
+    k, v = cache.gather(batch.block_tables)  # [num, context, n_kv_heads, head_dim] each
+    n_kv = k.shape[2]
+    o = F.scaled_dot_product_attention(
+        q.view(num, n_kv, n_heads // n_kv, head_dim), k.transpose(1, 2), v.transpose(1, 2),
+        attn_mask=batch.key_mask, scale=scale,
+    )
+    return o.reshape(num, n_heads, head_dim)
+
+
+def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: LayerKVCache,
+                      seq: SequenceSlice, scale: float) -> torch.Tensor:
+    """Attention of one request's chunk of new tokens: ``[query_len, n_heads, head_dim]``."""
+    rows = slice(seq.query_start, seq.query_end)
+    if seq.is_causal:  # from position 0: this step's keys are the whole context
+        k_ctx, v_ctx = k[rows], v[rows]
+    else:
+        k_ctx, v_ctx = cache.read(seq.block_table, seq.context_len)
+    # SDPA wants [batch, heads, tokens, head_dim].
+    o = F.scaled_dot_product_attention(
+        q[rows].transpose(0, 1).unsqueeze(0), k_ctx.transpose(0, 1).unsqueeze(0), v_ctx.transpose(0, 1).unsqueeze(0),
+        attn_mask=seq.mask, is_causal=seq.is_causal, scale=scale, enable_gqa=True,
+    )
+    return o[0].transpose(0, 1)
 
 
 def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: LayerKVCache,
@@ -71,17 +144,19 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: La
     """Attention of the packed new tokens over their paged contexts.
 
     ``q``: ``[num_tokens, n_heads, head_dim]``; ``k``, ``v``: ``[num_tokens, n_kv_heads, head_dim]``.
-    Grouped-query attention (fewer K/V heads than query heads) is handled by SDPA's ``enable_gqa``.
+    Grouped-query attention (fewer K/V heads than query heads) is handled without repeating K/V.
     """
     cache.write(k, v, meta.slot_mapping)
+    decode = meta.decode
+    if decode is not None and decode.contiguous_from == 0 and decode.rows.shape[0] == q.shape[0]:
+        return decode_attention(q, cache, decode, scale)  # a pure decode step: nothing to scatter
     out = torch.empty_like(q)
-    for seq in meta.seqs:
-        k_ctx, v_ctx = cache.read(seq.block_table, seq.context_len)
-        # SDPA wants [batch, heads, tokens, head_dim].
-        q_seq = q[seq.query_start:seq.query_end].transpose(0, 1).unsqueeze(0)
-        o = F.scaled_dot_product_attention(
-            q_seq, k_ctx.transpose(0, 1).unsqueeze(0), v_ctx.transpose(0, 1).unsqueeze(0),
-            attn_mask=seq.mask, is_causal=seq.is_causal, scale=scale, enable_gqa=True,
-        )
-        out[seq.query_start:seq.query_end] = o[0].transpose(0, 1)
+    if decode is not None:
+        if decode.contiguous_from is not None:
+            rows = slice(decode.contiguous_from, decode.contiguous_from + decode.rows.shape[0])
+            out[rows] = decode_attention(q[rows], cache, decode, scale)
+        else:
+            out[decode.rows] = decode_attention(q[decode.rows], cache, decode, scale)
+    for seq in meta.prefills:
+        out[seq.query_start:seq.query_end] = prefill_attention(q, k, v, cache, seq, scale)
     return out

@@ -48,6 +48,17 @@ class LayerKVCache:
         v = self.v.index_select(0, block_table).view(-1, heads, dim)[:context_len]
         return k, v
 
+    def gather(self, block_tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Several requests' K/V at once, through padded block tables ``[requests, max_blocks]``.
+
+        Result: ``[requests, max_blocks * block_size, n_kv_heads, head_dim]`` each; the caller masks
+        the positions past each request's context.
+        """
+        num, width = block_tables.shape
+        heads, dim = self.k.shape[2], self.k.shape[3]
+        shape = (num, width * self.block_size, heads, dim)
+        return self.k[block_tables].view(shape), self.v[block_tables].view(shape)
+
 
 class PagedKVCache:
     """K and V pages for every layer, allocated once at start-up (like vLLM's ``kv_caches``)."""
