@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 
 @dataclass
 class RequestMetrics:
-    """Per-request timings (seconds, ``time.perf_counter``) and token counts."""
+    """Per-request timings (seconds, ``time.perf_counter``) and token counts, measured by the engine.
+
+    Where a request's time goes: ``queue_s`` (arrival -> first scheduled), ``prefill_compute_s``
+    (model steps that ran its prompt tokens), ``scheduled_to_first_token_s`` (first scheduled ->
+    first token: the prefill plus any steps it waited between chunks), then decoding at
+    ``tokens_per_s``. ``ttft`` = ``queue_s`` + ``scheduled_to_first_token_s``.
+    """
 
     arrival_time: float
     num_prompt_tokens: int
@@ -18,11 +24,24 @@ class RequestMetrics:
     finished_time: float | None = None
     num_output_tokens: int = 0
     num_preemptions: int = 0
+    prefill_compute_s: float = 0.0  # wall time of the model steps that computed its prompt tokens
 
     @property
     def ttft(self) -> float | None:
         """Time to first token, from arrival."""
         return None if self.first_token_time is None else self.first_token_time - self.arrival_time
+
+    @property
+    def queue_s(self) -> float | None:
+        """Waiting before the scheduler first gave the request a slot in a batch."""
+        return None if self.first_scheduled_time is None else self.first_scheduled_time - self.arrival_time
+
+    @property
+    def scheduled_to_first_token_s(self) -> float | None:
+        """From the first scheduled step to the first token (TTFT without the queue)."""
+        if self.first_token_time is None or self.first_scheduled_time is None:
+            return None
+        return self.first_token_time - self.first_scheduled_time
 
     @property
     def decode_time(self) -> float | None:
@@ -46,6 +65,9 @@ class RequestMetrics:
             "output_tokens": self.num_output_tokens,
             "preemptions": self.num_preemptions,
             "ttft_s": self.ttft,
+            "queue_s": self.queue_s,
+            "prefill_compute_s": self.prefill_compute_s if self.num_computed_prefill_tokens else None,
+            "scheduled_to_first_token_s": self.scheduled_to_first_token_s,
             "decode_s": self.decode_time,
             "tokens_per_s": self.tokens_per_s,
         }

@@ -20,6 +20,7 @@ from engine.model.kv_tensors import PagedKVCache
 from engine.model.llama import LlamaForward
 from engine.model.loader import LoadedModel, Progress, load_model
 from engine.model.sampler import Sampler
+from engine.model.threads import ThreadPolicy
 from engine.model.tokenizer import TextTokenizer
 from engine.scheduler import SchedulerOutput
 
@@ -83,6 +84,7 @@ class ModelBackend:
         self.max_model_len = context_length(self.hf_model.config)
         self.model = model_forward(self.hf_model, self.max_model_len)
         self.sampler = Sampler(config.seed)
+        self.threads = ThreadPolicy() if self.device.type == "cpu" else None
         self.kv_cache: PagedKVCache | None = None
         #: Logits of the last step's sampled rows, per request (for lessons and tests).
         self.last_logits: dict[str, torch.Tensor] = {}
@@ -128,6 +130,8 @@ class ModelBackend:
     def execute(self, scheduler_output: SchedulerOutput) -> dict[str, int]:
         if self.kv_cache is None:
             raise RuntimeError("allocate_kv_cache() must run before execute().")
+        if self.threads is not None:
+            self.threads.apply()
         scheduled = scheduler_output.scheduled
         token_ids: list[int] = []
         positions: list[int] = []
