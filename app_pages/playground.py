@@ -166,9 +166,13 @@ def metrics_line(view: RequestView) -> str:
     m = view.metrics
     ttft = m.get("ttft_s")
     ttft_text = f"{ttft * 1000:.0f} ms" if ttft is not None else "…"
-    return (f"**TTFT {ttft_text}** · prompt {m.get('prompt_tokens')} tokens · "
+    timing = " · ".join(f"{label} {m[key] * 1000:.0f} ms" for label, key in
+                        (("queue", "queue_s"), ("prefill", "prefill_compute_s")) if m.get(key) is not None)
+    timing = f" ({timing})" if timing else ""
+    speed = f" · decode {m['tokens_per_s']:.1f} tok/s" if m.get("tokens_per_s") else ""
+    return (f"**TTFT {ttft_text}**{timing} · prompt {m.get('prompt_tokens')} tokens · "
             f"**{m.get('cached_tokens')} cached** (saved) · **{m.get('computed_prefill_tokens')} computed** in prefill · "
-            f"{m.get('output_tokens')} generated")
+            f"{m.get('output_tokens')} generated{speed}")
 
 
 def blocks_figure(view: RequestView) -> go.Figure:
