@@ -27,9 +27,10 @@ def linear(x: torch.Tensor, module: Any) -> torch.Tensor:
 def fuse_rows(modules: list[Any], name: str = "weight") -> torch.Tensor | None:
     """One tensor holding several projections' ``name`` (weight or bias) stacked by output row.
 
-    One matmul over the stacked weight replaces several small ones (q/k/v, gate/up): fewer calls,
-    and the input is read once. Each module's parameter becomes a view into the stacked tensor, so
-    the weights exist once and the HF model (the tests' oracle) still computes with them.
+    One matmul over the stacked weight replaces several small ones (q/k/v): fewer calls, and the
+    input is read once. Each module's parameter becomes a view into the stacked tensor, so the HF
+    model (the tests' oracle) computes with the same numbers and holds no second copy (the file
+    it was mapped from may stay resident until the OS needs the pages).
     Returns None when the modules have no such parameter (a bias-free projection).
     """
     found = [getattr(m, name, None) for m in modules]

@@ -24,7 +24,7 @@ def test_stacked_projections_are_the_hf_weights_not_copies(tiny_model_dirs):
     q_rows = layer.self_attn.q_proj.weight.shape[0]
     assert layer.self_attn.q_proj.weight.data_ptr() == w.qkv.data_ptr()
     assert layer.self_attn.k_proj.weight.data_ptr() == w.qkv[q_rows:].data_ptr()
-    assert layer.mlp.up_proj.weight.data_ptr() == w.gate_up[layer.mlp.gate_proj.weight.shape[0]:].data_ptr()
+    assert layer.self_attn.v_proj.weight.data_ptr() == w.qkv[-layer.self_attn.v_proj.weight.shape[0]:].data_ptr()
 
 
 def test_batched_decode_attention_equals_one_request_at_a_time():
