@@ -4,7 +4,7 @@
 
 ``generate`` runs one prompt on the real model and prints the text and the request's metrics
 (cached vs computed prefill tokens, TTFT, decode speed). ``bench`` runs the prefix-cache
-benchmark (``bench/prefix_cache.py``). ``replay`` plays a scenario (a file in the format of
+benchmark (``bench/prefix_cache.py``); ``bench engine`` the engine-speed one (``bench/engine.py``). ``replay`` plays a scenario (a file in the format of
 ``docs/scenarios.md``, or a built-in one) on the simulator and prints every cache event in words.
 """
 
@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--no-cache", action="store_true", help="disable prefix caching")
 
     commands.add_parser("bench", help="prefix caching on vs off vs transformers (bench/prefix_cache.py); "
-                        "its options (--quick, ...) pass through")
+                        "'bench engine': speed vs the machine's limits and real vLLM (bench/engine.py); "
+                        "their options (--quick, ...) pass through")
 
     rep = commands.add_parser("replay", help="play a scenario on the simulator and print every cache event in words")
     rep.add_argument("scenario", help="a scenario file (docs/scenarios.md), or a built-in name such as design-doc")
@@ -124,10 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()
     if args.command == "bench":
         try:
+            from bench import engine as engine_bench
             from bench import prefix_cache
         except ImportError:
-            print("The benchmark lives in bench/prefix_cache.py: run it from the repository root.", file=sys.stderr)
+            print("The benchmarks live in bench/: run them from the repository root.", file=sys.stderr)
             return 2
+        if rest[:1] == ["engine"]:
+            engine_bench.main(rest[1:])
+            return 0
         sys.argv = ["bench.prefix_cache", *rest]
         prefix_cache.main()
         return 0
