@@ -45,6 +45,7 @@ VLLM_CPU_VENV = "cpu-0.32.0"
 DECODE_BATCHES = (1, 4, 16, 64)
 PREFILL_LENGTHS = (128, 512, 2048)
 DECODE_PROMPT_TOKENS = 128
+TTFT_PAIRS_PER_PROBE = 4
 KV_MIB = 1024  # room for 64 requests of ~160 tokens, and a 2048-token prefill
 
 
@@ -246,8 +247,9 @@ def main(argv: list[str] | None = None) -> None:
             note(f"round {round_ + 1}: prefill of {n} tokens")
             prefill[n].append(prefill_seconds(backend, n))
         note(f"round {round_ + 1}: cached-prefix TTFT vs its uncached tokens alone")
-        for probe in probes:
-            ttft_pairs.append(cached_vs_cold_ttft(backend, prompts[0], probe))
+        for _ in range(TTFT_PAIRS_PER_PROBE):  # cheap and noisy: many alternating pairs
+            for probe in probes:
+                ttft_pairs.append(cached_vs_cold_ttft(backend, prompts[0], probe))
         note(f"round {round_ + 1}: PrefixLab serving protocol (as vLLM's)")
         serving.append(prefixlab_serving(backend, prompts, args.max_tokens, probes))
         # Measure the limits again between rounds: the machine's load changes under us.
