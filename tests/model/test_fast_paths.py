@@ -11,6 +11,7 @@ from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.model import ModelBackend
 from engine.model.attention import AttentionMetadata, decode_attention
 from engine.model.kv_tensors import PagedKVCache
+from engine.model.llama import LlamaForward
 from engine.model.loader import load_model
 from engine.model.threads import threads_for_load
 
@@ -18,9 +19,10 @@ from engine.model.threads import threads_for_load
 def test_stacked_projections_are_the_hf_weights_not_copies(tiny_model_dirs):
     config = EngineConfig(model=tiny_model_dirs["llama"], num_blocks=32, block_size=4)
     loaded = load_model(config.model, torch.float32, torch.device("cpu"))
-    first, second = ModelBackend(config, loaded=loaded), ModelBackend(config, loaded=loaded)
-    assert first.model.layers is second.model.layers  # stacked once per model, shared by engines
-    layer, w = loaded.hf_model.model.layers[0], first.model.layers[0]
+    first, second = ModelBackend(config, loaded=loaded).model, ModelBackend(config, loaded=loaded).model
+    assert isinstance(first, LlamaForward) and isinstance(second, LlamaForward)
+    assert first.layers is second.layers  # stacked once per model, shared by engines
+    layer, w = loaded.hf_model.model.layers[0], first.layers[0]
     q_rows = layer.self_attn.q_proj.weight.shape[0]
     assert layer.self_attn.q_proj.weight.data_ptr() == w.qkv.data_ptr()
     assert layer.self_attn.k_proj.weight.data_ptr() == w.qkv[q_rows:].data_ptr()
@@ -56,15 +58,17 @@ def test_metadata_finds_decodes_among_prefills():
 def test_engine_times_each_phase_of_a_request(tiny_model_dirs):
     engine = LLMEngine(EngineConfig(model=tiny_model_dirs["llama"], block_size=4, num_blocks=64, max_num_seqs=1))
     first, second = engine.generate([[5, 6, 7, 8, 9, 10, 11], [1, 2, 3, 4, 5]], SamplingParams(max_tokens=4, ignore_eos=True))
-    for out in (first, second):
-        m = out.metrics
-        assert m is not None and m.queue_s is not None and m.scheduled_to_first_token_s is not None
+    a, b = first.metrics, second.metrics
+    assert a is not None and b is not None
+    for m in (a, b):
+        assert m.queue_s is not None and m.scheduled_to_first_token_s is not None and m.ttft is not None
         assert 0 < m.prefill_compute_s <= m.scheduled_to_first_token_s
         assert abs(m.ttft - (m.queue_s + m.scheduled_to_first_token_s)) < 1e-9
         assert m.tokens_per_s and m.tokens_per_s > 0
     # One request at a time: the second waited in the queue while the first ran to its end.
-    assert second.metrics.queue_s >= first.metrics.finished_time - first.metrics.arrival_time - 1e-3
-    shown = second.metrics.as_dict()
+    assert a.finished_time is not None and b.queue_s is not None
+    assert b.queue_s >= a.finished_time - a.arrival_time - 1e-3
+    shown = b.as_dict()
     assert {"queue_s", "prefill_compute_s", "scheduled_to_first_token_s", "tokens_per_s"} <= shown.keys()
 
 
