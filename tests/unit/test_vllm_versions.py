@@ -135,3 +135,14 @@ def test_kv_events_publish_what_vllm_publishes():
     admit(m, make_request("b", range(100, 108)))  # evicts a's block
     removed = [e for e in m.take_events() if isinstance(e, BlockRemoved)]
     assert removed[0].published()["block_hashes"] == [external_block_hash(a.block_hashes[0])]
+
+
+def test_scheduler_applies_the_watermark_only_once_a_request_runs():
+    engine = LLMEngine(EngineConfig(backend="simulator", num_blocks=11, block_size=4, watermark=0.5))
+    first = engine.add_request(list(range(24)), SamplingParams(max_tokens=1))  # 6 of 10 blocks: idle engine, no reserve
+    second = engine.add_request(list(range(100, 108)), SamplingParams(max_tokens=1))  # 2 more: 6 + 2 + 5 > 10
+    engine.step()
+    assert engine.get_request(first).num_cached_tokens == 0 and engine.get_request(first).is_finished
+    assert not engine.get_request(second).is_finished  # held back while `first` ran
+    engine.step()
+    assert engine.get_request(second).is_finished
