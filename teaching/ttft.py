@@ -51,6 +51,7 @@ def measure_ttft(
                 progress(len(samples) / total, f"request {index + 1} of {len(prompts)}, caching {'on' if caching else 'off'}")
             output = engines[caching].generate([prompt], params)[0]
             metrics = output.metrics
+            assert metrics is not None, "LLMEngine.generate always fills metrics"
             samples.append(TtftSample(
                 request=index + 1, caching=caching, ttft_s=metrics.ttft or 0.0,
                 cached_tokens=metrics.num_cached_tokens, prompt_tokens=metrics.num_prompt_tokens,
