@@ -156,7 +156,7 @@ class Trace:
         )
         theirs = VllmRequest(
             rid, list(tokens), VllmSamplingParams(max_tokens=1000, prompt_logprobs=prompt_logprobs), None,
-            lora_request=LoRARequest(lora_name, lora_id, lora_path) if lora else None,  # type: ignore[arg-type]
+            lora_request=LoRARequest(lora_name, lora_id, lora_path) if lora else None,
             cache_salt=salt, block_hasher=self.block_hasher,
         )
         ours.attach_hasher(self.ours.hasher, self.cfg.block_size)
@@ -230,13 +230,13 @@ class Trace:
             if self.ours.watermark_blocks and has_scheduled:
                 self.counts.watermark_refusals += 1
             return
-        self.check([b.block_id for b in ours] == theirs.get_block_ids()[0], f"admit {rid}: new blocks")  # type: ignore[union-attr]
+        self.check([b.block_id for b in ours] == theirs.get_block_ids()[0], f"admit {rid}: new blocks")
         if self.version.stats_counted_at == STATS_AT_ADMISSION:
             self.theirs.record_prefix_cache_stats(pair.theirs, their_num)  # what vLLM's scheduler does here
         self.counts.hit_tokens += num_hits
         pair.allocated = True
         for request, status in ((pair.ours, RequestStatus.RUNNING), (pair.theirs, VllmStatus.RUNNING)):
-            request.status = status  # type: ignore[assignment]
+            request.status = status
             request.num_computed_tokens = num_hits + chunk
 
     def step(self, pair: Pair) -> None:
@@ -254,7 +254,7 @@ class Trace:
         if ours is None:
             self.preempt(pair)  # what the scheduler does when a running request cannot grow
             return
-        self.check([b.block_id for b in ours] == theirs.get_block_ids()[0], f"step {ours_req.request_id}: new blocks")  # type: ignore[union-attr]
+        self.check([b.block_id for b in ours] == theirs.get_block_ids()[0], f"step {ours_req.request_id}: new blocks")
         ours_req.num_computed_tokens += chunk
         theirs_req.num_computed_tokens += chunk
 
@@ -263,7 +263,7 @@ class Trace:
         self.theirs.free(pair.theirs)
         pair.allocated = False
         for request, status in ((pair.ours, RequestStatus.PREEMPTED), (pair.theirs, VllmStatus.PREEMPTED)):
-            request.status = status  # type: ignore[assignment]
+            request.status = status
             request.num_computed_tokens = 0
             request.num_preemptions += 1
 
