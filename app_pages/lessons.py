@@ -15,7 +15,6 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.config import EngineConfig
 from engine.events import BlocksAllocated, BlocksTouched
 from engine.timeline import block_contents, hit_blocks
 from teaching.describe import EVENT_TAGS, describe_event
@@ -197,13 +196,6 @@ def scenario_section(lesson: Lesson) -> None:
 
 
 # -- the real model (optional) ---------------------------------------------------------------------------
-@st.cache_resource(show_spinner="Loading the real model (once per server)…")
-def real_backend():
-    from engine.model import ModelBackend
-
-    return ModelBackend(EngineConfig(backend="model"))
-
-
 def measure_key(lesson: Lesson) -> str:
     return f"lesson_measure_{lesson.slug}"
 
@@ -211,7 +203,9 @@ def measure_key(lesson: Lesson) -> str:
 def run_measurement(lesson: Lesson) -> None:
     """Callback: time the lesson's chats on the real model (cache on, then off)."""
     try:
-        st.session_state[measure_key(lesson)] = measure_ttft(lesson.measure, real_backend())
+        from ui.model import shared_model  # the server's one copy of the weights; each engine gets its own pages
+
+        st.session_state[measure_key(lesson)] = measure_ttft(lesson.measure, shared_model())
     except Exception as exc:
         st.session_state[measure_key(lesson)] = f"The real model could not run here: {exc}"
 

@@ -46,7 +46,7 @@ class LLMEngine:
             enable_caching=self.config.enable_prefix_caching,
             hash_algo=self.config.hash_algo,
             hash_seed=self.config.hash_seed,
-            free_policy=self.config.free_policy,
+            vllm_version=self.config.version.name,
             watermark=self.config.watermark,
             enable_events=self.config.enable_events,
         )
@@ -82,6 +82,7 @@ class LLMEngine:
         *,
         lora_name: str | None = None,
         lora_path: str | None = None,
+        lora_id: int | None = None,
         cache_salt: str | None = None,
         prompt_logprobs: int | None = None,
         scripted_output: list[int] | None = None,
@@ -95,7 +96,7 @@ class LLMEngine:
         self._check_fits(token_ids, params)
         request = Request(
             request_id, token_ids, params,
-            lora_name=lora_name, lora_path=lora_path, cache_salt=cache_salt, prompt_logprobs=prompt_logprobs,
+            lora_name=lora_name, lora_path=lora_path, lora_id=lora_id, cache_salt=cache_salt, prompt_logprobs=prompt_logprobs,
         )
         if scripted_output is not None:
             if not hasattr(self.backend, "set_script"):

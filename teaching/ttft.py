@@ -25,6 +25,8 @@ class TtftSample:
     ttft_s: float
     cached_tokens: int
     prompt_tokens: int
+    #: The token it produced: with greedy sampling, caching must not change it.
+    first_token: int | None = None
 
 
 def measure_ttft(
@@ -47,10 +49,13 @@ def measure_ttft(
         for caching in (False, True):
             if progress is not None:
                 progress(len(samples) / total, f"request {index + 1} of {len(prompts)}, caching {'on' if caching else 'off'}")
-            metrics = engines[caching].generate([prompt], params)[0].metrics
+            output = engines[caching].generate([prompt], params)[0]
+            metrics = output.metrics
+            assert metrics is not None, "LLMEngine.generate always fills metrics"
             samples.append(TtftSample(
                 request=index + 1, caching=caching, ttft_s=metrics.ttft or 0.0,
                 cached_tokens=metrics.num_cached_tokens, prompt_tokens=metrics.num_prompt_tokens,
+                first_token=output.token_ids[0] if output.token_ids else None,
             ))
     if progress is not None:
         progress(1.0, "done")

@@ -32,29 +32,30 @@ def _model_slot(name: str) -> dict[str, Any]:
 
 
 def shared_model(name: str = DEFAULT_MODEL, progress: Progress | None = None) -> Any:
-    """The loaded model (``engine.model.loader.LoadedModel``), once per server process.
+    """The loaded model's shared weights (``engine.model.weights.ModelWeights``), once per server process.
 
     ``progress`` reports the loader's steps; only the first caller loads (and may convert the
     GGUF, ~30 s), the others wait on the lock and get the same object.
     """
     from engine.model.loader import load_model
     from engine.model.runner import pick_device, pick_dtype
+    from engine.model.weights import ModelWeights
 
     slot = _model_slot(name)
     with slot["lock"]:
         if slot["model"] is None:
             device = pick_device("auto")
-            slot["model"] = load_model(name, pick_dtype(None, device), device, progress)
+            slot["model"] = ModelWeights(load_model(name, pick_dtype(None, device), device, progress))
     return slot["model"]
 
 
-def session_engine(loaded: Any, *, enable_prefix_caching: bool = True, kv_mib: int = SESSION_KV_MIB,
+def session_engine(weights: Any, *, enable_prefix_caching: bool = True, kv_mib: int = SESSION_KV_MIB,
                    block_size: int = 16, config: EngineConfig | None = None) -> LLMEngine:
-    """A fresh engine on the shared weights, with a pool of ``kv_mib`` MiB of KV memory."""
+    """A fresh engine (its own back end, so its own KV pages) on the shared weights, with ``kv_mib`` MiB of KV memory."""
     from engine.model.runner import ModelBackend
 
     base = config or EngineConfig(enable_prefix_caching=enable_prefix_caching, block_size=block_size)
     # ``config`` (when given) wins over the two keyword shortcuts.
-    backend = ModelBackend(base, loaded=loaded)
+    backend = ModelBackend(base, weights=weights)
     num_blocks = max(2, kv_mib * 2**20 // (backend.kv_bytes_per_token * base.block_size))
     return LLMEngine(replace(base, num_blocks=num_blocks, kv_cache_memory_mib=kv_mib), backend=backend)
