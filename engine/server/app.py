@@ -135,6 +135,7 @@ class Server:
                 top_k=body.top_k or 0,
                 seed=body.seed,
                 stop=[s for s in stop if s],
+                ignore_eos=body.ignore_eos,
             )
         except InvalidRequestError as exc:
             raise APIError(400, str(exc)) from None
