@@ -79,7 +79,7 @@ def test_a_client_over_its_quota_gets_429_while_others_are_served(smol_server):
             connection.close()
 
 
-ABORTED = 'vllm:request_success_total{model_name="%s",engine="0",finished_reason="abort"}' % DEFAULT_MODEL
+ABORTED = f'vllm:request_success_total{{model_name="{DEFAULT_MODEL}",engine="0",finished_reason="abort"}}'
 
 
 def test_a_client_that_hangs_up_frees_its_blocks(smol_server):
