@@ -254,6 +254,8 @@ class Exchange:
         except TimeoutError:
             raise APIError(408, f"The request ran past this server's {self.server.limits.request_timeout_s:g} s "
                                 "limit and was stopped.", "timeout") from None
+        except ConnectionError:
+            raise APIError(499, "The client closed the connection.") from None
         choice = protocol.choice(last.text, last.finish_reason, chat=self.chat, chunk=False)
         return protocol.completion_object(self.request_id, self.server.config.served_model_name, choice,
                                           chat=self.chat, chunk=False, usage_=self.usage(last))

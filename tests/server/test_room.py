@@ -139,3 +139,19 @@ def test_kv_events_stream_and_replay(smol_server):
     finally:
         replay.close(linger=0)
     assert replayed[: len(frames)] == frames
+
+
+def test_a_non_streaming_client_that_hangs_up_is_aborted_too(smol_server):
+    import http.client
+    import json
+
+    wait_until(lambda: metric(smol_server, "vllm:num_requests_running") == 0)
+    aborted_before = metric(smol_server, ABORTED)
+    connection = http.client.HTTPConnection("127.0.0.1", smol_server.port, timeout=30)
+    connection.request("POST", "/v1/completions", json.dumps(LONG).encode(),
+                       {"Content-Type": "application/json", "Authorization": f"Bearer {STUDENT_KEYS[1]}"})
+    wait_until(lambda: metric(smol_server, "vllm:num_requests_running") == 1)
+    connection.close()  # gone before the answer
+    wait_until(lambda: metric(smol_server, ABORTED) == aborted_before + 1, timeout_s=5)
+    assert metric(smol_server, "vllm:kv_cache_usage_perc") == 0
+    assert "Traceback" not in smol_server.log()
