@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.server.harness import metric, start_server
 from tests.server.http import error_message, post
 
 PROMPT = list(range(1, 21))  # token ids: the tiny model has no tokenizer
@@ -129,3 +131,24 @@ def test_server_still_healthy_after_the_fuzz(tiny_server):
     code, _, raw = post(tiny_server.url, "/v1/completions", completion())
     assert code == 200, raw
     assert "Traceback" not in tiny_server.log()  # no handler or engine-loop failure was even logged
+
+
+
+@pytest.fixture(scope="module")
+def impatient_server(tmp_path_factory, tiny_model_dirs):
+    server = start_server("--model", tiny_model_dirs["llama"], "--served-model-name", "tiny", "--block-size", "4",
+                          "--num-blocks", "64", "--request-timeout", "0.02", kv_events=False,
+                          log_dir=tmp_path_factory.mktemp("serve-impatient"))
+    yield server
+    server.stop()
+
+
+def test_a_request_past_the_timeout_is_stopped_and_freed(impatient_server):
+    code, _, raw = post(impatient_server.url, "/v1/completions", completion(max_tokens=200, ignore_eos=True))
+    assert code == 408 and "limit" in error_message(raw)
+    for _ in range(50):  # the abort reaches the engine thread a moment later
+        if metric(impatient_server, "vllm:kv_cache_usage_perc") == 0:
+            break
+        time.sleep(0.1)
+    assert metric(impatient_server, "vllm:kv_cache_usage_perc") == 0
+    assert metric(impatient_server, "vllm:num_requests_running") == 0
