@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import textwrap
 from pathlib import Path
 
 import msgspec
@@ -25,7 +23,7 @@ from engine.kv_events import (
     encode_seq,
     make_batch,
 )
-from tests.server.vllm_env import vllm_python
+from tests.server.vllm_env import as_builtins, vllm_decode
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "vllm-kv-events"
 
@@ -118,30 +116,7 @@ def test_teaching_events_alone_send_nothing():
     assert make_batch([engine_events.StepStarted(step=1)]) is None
 
 
-VLLM_DECODE = textwrap.dedent(
-    """
-    import base64, json, sys
-    from vllm.distributed.kv_events import KVEventBatch
-    import msgspec
-    decoder = msgspec.msgpack.Decoder(KVEventBatch)
-    out = []
-    for line in sys.stdin:
-        batch = decoder.decode(base64.b64decode(line))
-        out.append([[type(e).__name__, msgspec.to_builtins(e)] for e in batch.events])
-    print(json.dumps(out))
-    """
-)
-
-
 def test_vllm_decodes_prefixlab_stream():
     """vLLM's own ``KVEventBatch`` decoder (from a real vLLM venv) reads what we publish."""
-    python = vllm_python()
     _, payloads = engine_stream()
-    stdin = "\n".join(base64.b64encode(p).decode() for p in payloads) + "\n"
-    done = subprocess.run(
-        [str(python), "-c", VLLM_DECODE], input=stdin, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    decoded = json.loads(done.stdout.strip().splitlines()[-1])
-    ours = [[[type(e).__name__, msgspec.to_builtins(e)] for e in decode_batch(p).events] for p in payloads]
-    assert decoded == ours
+    assert vllm_decode(payloads) == as_builtins([decode_batch(p) for p in payloads])

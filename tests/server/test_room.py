@@ -13,6 +13,7 @@ from engine.hashing import BlockHasher, block_hash_to_int64
 from engine.kv_events import END_SEQ, AllBlocksCleared, BlockStored, decode_batch, decode_seq, encode_seq
 from tests.server.harness import STUDENT_KEYS, TEACHER_KEY, metric
 from tests.server.http import error_message, open_stream, post
+from tests.server.vllm_env import as_builtins, vllm_decode
 
 pytestmark = pytest.mark.slow
 
@@ -139,6 +140,9 @@ def test_kv_events_stream_and_replay(smol_server):
     finally:
         replay.close(linger=0)
     assert replayed[: len(frames)] == frames
+    # vLLM's own decoder reads the live stream (skipped without the vLLM venv).
+    payloads = [payload for _, _, payload in frames]
+    assert vllm_decode(payloads) == as_builtins([decode_batch(p) for p in payloads])
 
 
 def test_a_non_streaming_client_that_hangs_up_is_aborted_too(smol_server):
