@@ -11,7 +11,7 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine import events as engine_events
-from engine.hashing import block_hash_to_int64
+from engine.hashing import external_block_hash
 from engine.kv_events import (
     AllBlocksCleared,
     BlockRemoved,
@@ -76,7 +76,7 @@ def test_sequence_frames_are_eight_bytes_big_endian():
 
 def test_int64_hash_is_the_last_eight_bytes():
     digest = bytes(range(32))
-    assert block_hash_to_int64(digest) == int.from_bytes(digest[-8:], "big")
+    assert external_block_hash(digest) == int.from_bytes(digest[-8:], "big")
 
 
 def engine_stream() -> tuple[LLMEngine, list[bytes]]:
@@ -108,7 +108,7 @@ def test_engine_events_translate_one_to_one():
     history = engine.kv_cache_manager.events.events
     stored = [e for e in history if isinstance(e, engine_events.BlockStored)]
     wire_stored = [e for p in payloads for e in decode_batch(p).events if isinstance(e, BlockStored)]
-    assert [w.block_hashes for w in wire_stored] == [[block_hash_to_int64(h) for h in e.block_hashes] for e in stored]
+    assert [w.block_hashes for w in wire_stored] == [[external_block_hash(h) for h in e.block_hashes] for e in stored]
     assert [w.token_ids for w in wire_stored] == [e.token_ids for e in stored]
 
 
