@@ -25,7 +25,9 @@ from engine.kv_events import (
 )
 from tests.server.vllm_env import as_builtins, vllm_decode
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "vllm-kv-events"
+#: Frames a vLLM 0.32 server published (JSON lines: topic, seq, payload_b64), with the chat
+#: requests that produced them in the matching ``.requests.json``.
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-kv-events"
 
 
 def recordings() -> list[Path]:
