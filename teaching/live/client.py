@@ -70,31 +70,29 @@ def served_model(client: Any) -> str:
     return str(models[0].id)
 
 
-def send_chat(base_url: str, messages: list[dict[str, str]], *, max_tokens: int = 32, temperature: float = 0.0,
-              model: str | None = None, api_key: str | None = None, cache_salt: str | None = None) -> RequestResult:
-    """Stream one chat completion; raises :class:`ClassServerError` with the server's words on failure."""
-    import openai
-
-    if sum(len(m.get("content", "")) for m in messages) > MAX_PROMPT_CHARS:
+def _check_limits(prompt_chars: int, max_tokens: int) -> None:
+    if prompt_chars > MAX_PROMPT_CHARS:
         raise ClassServerError(f"the prompt is longer than {MAX_PROMPT_CHARS:,} characters")
     if not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
         raise ClassServerError(f"max tokens must be between 1 and {MAX_TOKENS_LIMIT}")
+
+
+def _stream(base_url: str, api_key: str | None, model: str | None, create: Any) -> RequestResult:
+    """Run one streaming request (``create(client, model)`` opens the stream) and time it."""
+    import openai
+
     client = make_client(base_url, api_key)
     name = model or served_model(client)
-    extra: dict[str, Any] = {"cache_salt": cache_salt} if cache_salt else {}
     started = time.perf_counter()
     ttft: float | None = None
     pieces: list[str] = []
     usage: Any = None
     try:
-        stream = client.chat.completions.create(
-            model=name, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True,
-            stream_options={"include_usage": True}, extra_body=extra or None)
-        for chunk in stream:
+        for chunk in create(client, name):
             if chunk.usage is not None:
                 usage = chunk.usage
             for choice in chunk.choices:
-                delta = choice.delta.content or ""
+                delta = (choice.delta.content if hasattr(choice, "delta") else choice.text) or ""
                 if delta and ttft is None:
                     ttft = time.perf_counter() - started
                 pieces.append(delta)
@@ -108,6 +106,35 @@ def send_chat(base_url: str, messages: list[dict[str, str]], *, max_tokens: int 
         prompt_tokens=getattr(usage, "prompt_tokens", None),
         cached_tokens=getattr(details, "cached_tokens", None) if details is not None else None,
         completion_tokens=getattr(usage, "completion_tokens", None), model=name)
+
+
+def send_chat(base_url: str, messages: list[dict[str, str]], *, max_tokens: int = 32, temperature: float = 0.0,
+              model: str | None = None, api_key: str | None = None, cache_salt: str | None = None) -> RequestResult:
+    """Stream one chat completion; raises :class:`ClassServerError` with the server's words on failure."""
+    _check_limits(sum(len(m.get("content", "")) for m in messages), max_tokens)
+    extra = {"cache_salt": cache_salt} if cache_salt else None
+    return _stream(base_url, api_key, model, lambda client, name: client.chat.completions.create(
+        model=name, messages=messages, max_tokens=max_tokens, temperature=temperature, stream=True,
+        stream_options={"include_usage": True}, extra_body=extra))
+
+
+def send_text(base_url: str, prompt: str, *, max_tokens: int = 32, temperature: float = 0.0,
+              model: str | None = None, api_key: str | None = None) -> RequestResult:
+    """Stream one plain completion (raw text, no chat template)."""
+    _check_limits(len(prompt), max_tokens)
+    return _stream(base_url, api_key, model, lambda client, name: client.completions.create(
+        model=name, prompt=prompt, max_tokens=max_tokens, temperature=temperature, stream=True,
+        stream_options={"include_usage": True}))
+
+
+def send_prompt(base_url: str, prompt: str | list[dict[str, str]], *, max_tokens: int = 32,
+                temperature: float = 0.0) -> RequestResult:
+    """What the Playground builds (:func:`teaching.playground.build_prompt`): raw text or chat messages."""
+    if not prompt:
+        raise ClassServerError("the prompt is empty")
+    if isinstance(prompt, str):
+        return send_text(base_url, prompt, max_tokens=max_tokens, temperature=temperature)
+    return send_chat(base_url, prompt, max_tokens=max_tokens, temperature=temperature)
 
 
 @dataclass
