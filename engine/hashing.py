@@ -176,3 +176,14 @@ class BlockHasher:
 def short_hash(block_hash: BlockHash | None, n: int = 8) -> str:
     """First ``n`` hex digits of a hash, for labels (``"-"`` for no hash)."""
     return "-" if block_hash is None else block_hash.hex()[:n]
+
+
+def block_hash_to_int64(block_hash: BlockHash) -> int:
+    """The 64-bit integer vLLM publishes for a block hash in its KV events.
+
+    vLLM keeps full digests inside the engine but, by default
+    (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``), sends only the digest's last 8 bytes
+    read big-endian as an unsigned integer: small on the wire, and unique enough for
+    an external router to track which blocks an engine holds.
+    """
+    return int.from_bytes(block_hash, byteorder="big") & 0xFFFF_FFFF_FFFF_FFFF
