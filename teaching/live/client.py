@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import PrefixLabError
+from engine.llm_engine import Prompt
 
 #: Limits on what one click may ask of a shared server.
 MAX_PROMPT_CHARS = 20_000
@@ -127,14 +128,16 @@ def send_text(base_url: str, prompt: str, *, max_tokens: int = 32, temperature: 
         stream_options={"include_usage": True}))
 
 
-def send_prompt(base_url: str, prompt: str | list[dict[str, str]], *, max_tokens: int = 32,
-                temperature: float = 0.0) -> RequestResult:
+def send_prompt(base_url: str, prompt: Prompt, *, max_tokens: int = 32, temperature: float = 0.0) -> RequestResult:
     """What the Playground builds (:func:`teaching.playground.build_prompt`): raw text or chat messages."""
     if not prompt:
         raise ClassServerError("the prompt is empty")
     if isinstance(prompt, str):
         return send_text(base_url, prompt, max_tokens=max_tokens, temperature=temperature)
-    return send_chat(base_url, prompt, max_tokens=max_tokens, temperature=temperature)
+    if not all(isinstance(m, dict) for m in prompt):
+        raise ClassServerError("a class server takes text or chat messages, not token ids")
+    return send_chat(base_url, [m for m in prompt if isinstance(m, dict)], max_tokens=max_tokens,
+                     temperature=temperature)
 
 
 @dataclass

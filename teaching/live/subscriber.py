@@ -180,7 +180,7 @@ class Subscriber:
         self._deliver(frame)
 
     def _run(self) -> None:
-        ctx = zmq.Context.instance()
+        ctx: zmq.Context = zmq.Context.instance()
         sub = ctx.socket(zmq.SUB)
         sub.setsockopt(zmq.LINGER, 0)
         sub.setsockopt(zmq.RECONNECT_IVL, RECONNECT_IVL_MS)

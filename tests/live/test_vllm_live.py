@@ -14,13 +14,10 @@ from teaching.live.metrics import fetch_metrics
 from teaching.live.session import LiveSession
 from teaching.live.subscriber import Endpoint
 from tests.live.conftest import HTTP_PORTS, ZMQ_PORTS, chat_prompt_ids, free_port
-from tests.live.vllm_server import BLOCK_SIZE, start_vllm, vllm_python, wait_healthy
+from tests.live.vllm_server import BLOCK_SIZE, start_vllm, wait_healthy
+from tests.server.vllm_env import vllm_python
 
-PYTHON = vllm_python()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(PYTHON is None, reason="real vLLM's CPU venv is absent (build it with ../shared/tools/vllm-env cpu)"),
-]
+pytestmark = pytest.mark.slow
 
 TUTOR = ("You are PrefixLab's tutor. You explain how serving engines reuse the key-value cache across requests, "
          "block by block, in plain words. Keep every answer to one short sentence. ") * 2
@@ -33,12 +30,12 @@ def vllm(tmp_path_factory):
     from engine.config import DEFAULT_MODEL
     from engine.model.loader import resolve_model_folder
 
-    assert PYTHON is not None
+    python = vllm_python()  # skips, saying why, when the CPU venv is absent
     http_port = free_port(HTTP_PORTS)
     events_port = free_port(ZMQ_PORTS)
     replay_port = free_port(range(events_port + 1, ZMQ_PORTS.stop))
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    server = start_vllm(PYTHON, resolve_model_folder(DEFAULT_MODEL), http_port, events_port, replay_port, log)
+    server = start_vllm(python, resolve_model_folder(DEFAULT_MODEL), http_port, events_port, replay_port, log)
     try:
         if not wait_healthy(server):
             pytest.fail(f"vLLM did not become healthy:\n{server.log_tail()}")

@@ -1,7 +1,7 @@
 """Start real vLLM on the CPU (from the venv ``vllm-env cpu`` builds) with KV events on, for tests.
 
-Plain functions so a test, a browser test and a script can share them. The venv lives outside the
-project: ``$PREFIXLAB_VLLM_ENV_DIR`` (default ``~/.cache/prefixlab-vllm``) ``/cpu-0.32.0``.
+Plain functions so a test and a browser test can share them; the venv is found (or the test skipped,
+with the reason) by :func:`tests.server.vllm_env.vllm_python`.
 """
 
 from __future__ import annotations
@@ -15,19 +15,12 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-VLLM_CPU_VENV = "cpu-0.32.0"
 #: vLLM's CPU attention wants a block size that is a multiple of 32; a small pool shows eviction.
 BLOCK_SIZE = 32
-NUM_BLOCKS = 64
+NUM_BLOCKS = 64  # one is vLLM's null block: 63 usable, so --max-model-len stays below 2016
 SERVED_NAME = "smollm2"
 #: Starting vLLM on a busy 2-core machine takes minutes (model registry probe, warm-up).
 START_TIMEOUT_S = 900
-
-
-def vllm_python() -> Path | None:
-    root = Path(os.environ.get("PREFIXLAB_VLLM_ENV_DIR", "~/.cache/prefixlab-vllm")).expanduser()
-    python = root / VLLM_CPU_VENV / "bin" / "python"
-    return python if python.is_file() else None
 
 
 @dataclass
@@ -60,7 +53,7 @@ def start_vllm(python: Path, model_folder: str, http_port: int, events_port: int
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", model_folder,
                "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(http_port),
                "--block-size", str(BLOCK_SIZE), "--num-gpu-blocks-override", str(NUM_BLOCKS),
-               "--max-model-len", "2048", "--enable-prompt-tokens-details",
+               "--max-model-len", "1024", "--enable-prompt-tokens-details",
                "--kv-events-config", json.dumps(config)]
     log = open(log_path, "w")
     process = subprocess.Popen(["nice", "-n", "5", *command], stdout=log, stderr=subprocess.STDOUT, env=env,
