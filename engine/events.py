@@ -174,5 +174,10 @@ class EventLog:
         self._taken = len(self.events)
         return new
 
+    def drop_taken(self) -> None:
+        """Forget the events already taken: a long-running server keeps no history, the app does."""
+        del self.events[: self._taken]
+        self._taken = 0
+
     def __len__(self) -> int:
         return len(self.events)

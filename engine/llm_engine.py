@@ -130,6 +130,14 @@ class LLMEngine:
         self.scheduler.finish_request(request_id, RequestStatus.FINISHED_ABORTED)
         self._finish_metrics(request_id)
 
+    def forget_request(self, request_id: str) -> None:
+        """Drop a finished request's bookkeeping (a long-running server would otherwise grow forever)."""
+        if not self.get_request(request_id).is_finished:
+            raise InvalidRequestError(f"Request {request_id!r} is still running: abort it first.")
+        del self.scheduler.requests[request_id]
+        self.metrics.pop(request_id, None)
+        self._texts.pop(request_id, None)
+
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()
 

@@ -1,7 +1,8 @@
-"""Command line: ``prefixlab app|generate|bench|replay``.
+"""Command line: ``prefixlab app|generate|serve|bench|replay``.
 
 ``app`` starts the Streamlit app (what ``make run`` does).
 
+``serve`` runs one shared engine behind an OpenAI-compatible HTTP API (``engine/server``).
 ``generate`` runs one prompt on the real model and prints the text and the request's metrics
 (cached vs computed prefill tokens, TTFT, decode speed). ``bench`` runs the prefix-cache
 benchmark (``bench/prefix_cache.py``). ``replay`` plays a scenario (a file in the format of
@@ -36,6 +37,26 @@ def generate(args: argparse.Namespace) -> int:
         shown = f"{value:.3f}" if isinstance(value, float) else value
         print(f"{key}: {shown}", file=sys.stderr)
     return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    from engine import EngineConfig
+    from engine.server.config import KVEventsConfig, ServerConfig, ServerLimits
+    from engine.server.serve import serve as run_server
+
+    try:
+        limits = ServerLimits(max_prompt_tokens=args.max_prompt_tokens, max_tokens=args.max_tokens_limit,
+                              max_concurrent_per_client=args.max_concurrent_per_client,
+                              request_timeout_s=args.request_timeout)
+        config = ServerConfig(model=args.model, served_model_name=args.served_model_name or args.model, limits=limits,
+                              kv_events=KVEventsConfig.from_json(args.kv_events_config),
+                              student_keys=frozenset(args.api_key or ()), teacher_key=args.teacher_key)
+        engine_config = EngineConfig(model=args.model, block_size=args.block_size, num_blocks=args.num_blocks,
+                                     max_num_seqs=args.max_num_seqs)
+    except PrefixLabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return run_server(config, engine_config, args.host, args.port, progress=progress)
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -105,6 +126,26 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("bench", help="prefix caching on vs off vs transformers (bench/prefix_cache.py); "
                         "its options (--quick, ...) pass through")
 
+    srv = commands.add_parser("serve", help="one shared engine for the room behind an OpenAI-compatible API")
+    srv.add_argument("--host", default="0.0.0.0", help="interface to listen on (default: all, as vLLM)")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--model", default=DEFAULT_MODEL, help="built-in name, transformers folder or hub id")
+    srv.add_argument("--served-model-name", default=None, help="the name clients send as `model` (default: --model)")
+    srv.add_argument("--kv-events-config", default=None,
+                     help='vLLM\'s JSON, e.g. \'{"enable_kv_cache_events": true, "endpoint": "tcp://*:5557", '
+                          '"replay_endpoint": "tcp://*:5558"}\'')
+    srv.add_argument("--api-key", action="append", help="a student key (repeat for each); with keys, every "
+                     "request needs one")
+    srv.add_argument("--teacher-key", default=None, help="the key that may also reset the prefix cache")
+    srv.add_argument("--max-prompt-tokens", type=int, default=2048)
+    srv.add_argument("--max-tokens-limit", type=int, default=256, help="cap on a request's max_tokens")
+    srv.add_argument("--max-concurrent-per-client", type=int, default=4,
+                     help="requests in flight per key (or per address without keys); more get 429")
+    srv.add_argument("--request-timeout", type=float, default=120.0, help="seconds before a request is stopped")
+    srv.add_argument("--block-size", type=int, default=16)
+    srv.add_argument("--num-blocks", type=int, default=None, help="KV pool size (default: from the memory budget)")
+    srv.add_argument("--max-num-seqs", type=int, default=64, help="requests batched together at most")
+
     rep = commands.add_parser("replay", help="play a scenario on the simulator and print every cache event in words")
     rep.add_argument("scenario", help="a scenario file (docs/scenarios.md), or a built-in name such as design-doc")
     rep.add_argument("--policy", choices=["vllm", "classic"], default="vllm", help="free rule (default vllm)")
@@ -122,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    if args.command == "serve":
+        return serve(args)
     if args.command == "bench":
         try:
             from bench import prefix_cache
