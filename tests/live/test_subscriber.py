@@ -107,3 +107,26 @@ def test_a_restarted_server_is_noticed_and_its_picture_starts_over():
     finally:
         session.stop()
         publisher.close()
+
+
+def test_a_recorded_stream_replays_into_the_same_picture(tmp_path):
+    from teaching.live.frames import read_recording
+    from teaching.live.record import main as record
+    from teaching.live.state import state_from_frames
+
+    events_port, replay_port = ports()
+    publisher = ReplayingPublisher(events_port, replay_port)
+    publisher.publish(stored([1, 2], None))
+    publisher.publish(stored([3], 2, first_token=8))
+    publisher.publish(removed([3]))
+    out = tmp_path / "kv.jsonl"
+    try:
+        assert record([f"tcp://127.0.0.1:{events_port}", "--replay", f"tcp://127.0.0.1:{replay_port}",
+                       "--out", str(out), "--seconds", "2"]) == 0
+    finally:
+        publisher.close()
+    frames = read_recording(out)
+    assert [f.seq for f in frames] == [0, 1, 2]
+    replica = state_from_frames(frames).replica("")
+    assert set(replica.blocks) == {1, 2} and replica.total_removed == 1
+    assert [g.block_hash for g in replica.ghosts] == [3]

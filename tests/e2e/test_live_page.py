@@ -1,0 +1,134 @@
+"""The Live page in a real chromium, attached to PrefixLab's own server (``prefixlab serve``).
+
+Requests arrive through the HTTP API (the real ``openai`` client, not the page); the page must show
+the stream: connected, cached blocks counted, the prompt's text drawn in the tree; then the server
+restarts and the page says so and reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from teaching.live.client import send_chat
+from tests.e2e.harness import ROOT, open_page, wait_idle
+from tests.live.conftest import HTTP_PORTS, ZMQ_PORTS, free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # the real default model answers
+
+SYSTEM = "You are the class tutor. Explain caching with one short example about bread and bakeries."
+START_TIMEOUT_S = 300
+
+
+@dataclass
+class ClassServer:
+    http: str
+    events: str
+    replay: str
+    command: list[str]
+    log_path: Path
+    process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        log = open(self.log_path, "a")
+        self.process = subprocess.Popen(self.command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.log_path.read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(self.http + "/health", timeout=2):
+                    return
+            except (urllib.error.URLError, OSError):
+                time.sleep(1)
+        raise AssertionError("prefixlab serve did not become healthy:\n" + self.log_path.read_text()[-3000:])
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def class_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClassServer]:
+    http_port = free_port(HTTP_PORTS)
+    events_port = free_port(ZMQ_PORTS)
+    replay_port = free_port(range(events_port + 1, ZMQ_PORTS.stop))
+    config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://*:{events_port}",
+              "replay_endpoint": f"tcp://*:{replay_port}", "topic": "kv"}
+    command = [sys.executable, "-m", "teaching.cli", "serve", "--host", "127.0.0.1", "--port", str(http_port),
+               "--num-blocks", "48", "--kv-events-config", json.dumps(config)]
+    server = ClassServer(f"http://127.0.0.1:{http_port}", f"tcp://127.0.0.1:{events_port}",
+                         f"tcp://127.0.0.1:{replay_port}", command, tmp_path_factory.mktemp("serve") / "serve.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def body(page) -> str:  # type: ignore[no-untyped-def]
+    return page.locator("body").inner_text()
+
+
+def wait_for_text(page, text: str, timeout_ms: int = 60_000) -> None:  # type: ignore[no-untyped-def]
+    page.wait_for_function("t => document.body.innerText.includes(t)", arg=text, timeout=timeout_ms)
+
+
+def metric(page, label: str) -> str:  # type: ignore[no-untyped-def]
+    return page.locator("[data-testid=stMetric]", has_text=label).locator("[data-testid=stMetricValue]").inner_text()
+
+
+def test_live_page_shows_requests_sent_through_the_http_api(page, app_url, class_server) -> None:  # type: ignore[no-untyped-def]
+    open_page(page, app_url, timeout_ms=180_000)
+    page.locator("a[data-testid=stSidebarNavLink]", has_text="Live").click()
+    page.get_by_role("heading", name="Live").wait_for(timeout=120_000)
+    wait_idle(page, timeout_ms=120_000)
+    servers = page.locator("[data-testid=stTextArea]", has_text="Servers").locator("textarea")
+    servers.fill(f"class {class_server.events} {class_server.replay} {class_server.http}")
+    servers.press("Control+Enter")
+    page.get_by_role("button", name="Connect").click()
+    wait_for_text(page, "connected to")
+    assert metric(page, "cached blocks") == "0"
+
+    # two students' requests through the HTTP API, sharing the system prompt
+    first = send_chat(class_server.http, [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Hi!"}],
+                      max_tokens=4)
+    second = send_chat(class_server.http, [{"role": "system", "content": SYSTEM},
+                                           {"role": "user", "content": "And rye?"}], max_tokens=4)
+    assert first.cached_tokens == 0 and (second.cached_tokens or 0) > 0
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid=stMetric]')].some(m =>
+             m.innerText.includes('cached blocks') && parseInt(m.querySelector('[data-testid=stMetricValue]').innerText) > 0)""",
+        timeout=30_000)
+    cached = int(metric(page, "cached blocks"))
+    assert cached >= (second.cached_tokens or 0) // 16
+    tree_text = page.locator(".js-plotly-plot").first.text_content() or ""
+    assert "class tutor" in tree_text or "system" in tree_text  # the prompt's tokens, decoded
+    page.wait_for_function("() => !document.body.innerText.includes('prefix-cache hit rate\\n–')", timeout=30_000)
+
+    # the server restarts: the page says so, reconnects by itself, and starts the picture over
+    class_server.stop()
+    wait_for_text(page, "connection lost; reconnecting")
+    wait_for_text(page, "waiting for the server")
+    class_server.start()
+    wait_for_text(page, "🟢 connected")
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid=stMetric]')].some(m =>
+             m.innerText.includes('cached blocks') && m.querySelector('[data-testid=stMetricValue]').innerText === '0')""",
+        timeout=30_000)
+    assert "Traceback" not in body(page)
