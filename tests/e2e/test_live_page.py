@@ -69,3 +69,24 @@ def test_live_page_shows_requests_sent_through_the_http_api(page, app_url, class
              m.innerText.includes('cached blocks') && m.querySelector('[data-testid=stMetricValue]').innerText === '0')""",
         timeout=30_000)
     assert "Traceback" not in body(page)
+
+
+def test_playground_sends_to_the_class_server(page, app_url, class_server) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    open_page(page, app_url, timeout_ms=180_000)
+    page.locator("a[data-testid=stSidebarNavLink]", has_text="Playground").click()
+    page.get_by_role("heading", name="Playground").wait_for(timeout=180_000)
+    wait_idle(page, timeout_ms=180_000)
+    page.locator("[data-testid=stCheckbox]", has_text="Send to the class server").click()
+    wait_idle(page)
+    url = page.locator("[data-testid=stTextInput]", has_text="Class server URL").locator("input")
+    url.fill(class_server.http)
+    url.press("Enter")
+    wait_idle(page)
+    for _ in range(2):  # the preset's message twice: the second time the server's cache serves the prompt
+        page.get_by_role("button", name="Send to the class server").click()
+        wait_idle(page, timeout_ms=120_000)
+    wait_for_text(page, "TTFT")
+    lines = [line for line in body(page).splitlines() if line.startswith("TTFT")]
+    assert len(lines) == 2
+    assert " 0 cached" not in lines[0]  # the newest answer first: its prompt was served from the cache
+    assert " 0 cached" in lines[1]
