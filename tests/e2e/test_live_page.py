@@ -83,7 +83,7 @@ def test_playground_sends_to_the_class_server(page, app_url, class_server) -> No
     url.press("Enter")
     wait_idle(page)
     for _ in range(2):  # the preset's message twice: the second time the server's cache serves the prompt
-        page.get_by_role("button", name="Send to the class server").click()
+        page.get_by_role("button", name="Send to the class server", exact=True).click()
         wait_idle(page, timeout_ms=120_000)
     wait_for_text(page, "TTFT")
     lines = [line for line in body(page).splitlines() if line.startswith("TTFT")]
