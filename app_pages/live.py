@@ -39,7 +39,7 @@ def legend() -> None:
 
 
 def metrics_row(replica: ReplicaState, view: MetricsView | None) -> None:
-    cols = st.columns(6)
+    cols = st.columns(7)
     cols[0].metric("cached blocks", len(replica.blocks))
     cols[1].metric("cached tokens", replica.cached_tokens())
     cols[2].metric("stored / removed", f"{replica.total_stored} / {replica.total_removed}")
@@ -54,6 +54,9 @@ def metrics_row(replica: ReplicaState, view: MetricsView | None) -> None:
     running = latest.requests_running if latest else None
     waiting = latest.requests_waiting if latest else None
     cols[5].metric("running / waiting", "–" if running is None else f"{running:.0f} / {waiting or 0:.0f}")
+    ttft = latest.mean_ttft_s if latest else None
+    cols[6].metric("mean TTFT", "–" if ttft is None else f"{ttft * 1000:.0f} ms",
+                   help="every request the server answered: vllm:time_to_first_token_seconds (sum / count)")
     if view and view.error:
         st.caption(f"metrics: {view.error}")
 

@@ -90,3 +90,24 @@ def test_playground_sends_to_the_class_server(page, app_url, class_server) -> No
     assert len(lines) == 2
     assert " 0 cached" not in lines[0]  # the newest answer first: its prompt was served from the cache
     assert " 0 cached" in lines[1]
+
+
+def test_live_page_replays_a_shipped_vllm_recording(page, app_url) -> None:  # type: ignore[no-untyped-def]
+    from tests.live.conftest import recording_pairs
+
+    pairs = recording_pairs()
+    if not pairs:
+        pytest.skip("the vLLM recordings are not there")
+    recording = next(path for path, _ in pairs if "evict" in path.name)
+    open_page(page, app_url, timeout_ms=180_000)
+    page.locator("a[data-testid=stSidebarNavLink]", has_text="Live").click()
+    page.get_by_role("heading", name="Live").wait_for(timeout=120_000)
+    page.get_by_text("a recording", exact=True).click()
+    wait_idle(page, timeout_ms=120_000)
+    page.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(str(recording))
+    wait_for_text(page, "batches from")
+    wait_idle(page, timeout_ms=120_000)
+    assert "showing the cache after batch 17" in body(page)
+    assert page.locator("[data-testid=stSlider]").count() == 1
+    tree_text = page.locator(".js-plotly-plot").first.text_content() or ""
+    assert "<|im_start|>sys" in tree_text  # decoded with the model's tokenizer
