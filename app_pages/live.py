@@ -42,15 +42,15 @@ def metrics_row(replica: ReplicaState, view: MetricsView | None) -> None:
     cols = st.columns(7)
     cols[0].metric("cached blocks", len(replica.blocks))
     cols[1].metric("cached tokens", replica.cached_tokens())
-    cols[2].metric("stored / removed", f"{replica.total_stored} / {replica.total_removed}")
+    cols[2].metric("stored / evicted", f"{replica.total_stored} / {replica.total_removed}")
     latest = view.latest if view else None
     hit = latest.hit_rate if latest else None
     just_now = latest.hit_rate_since(view.previous) if latest and view and view.previous else None
-    cols[3].metric("prefix-cache hit rate", "–" if hit is None else f"{hit:.0%}",
+    cols[3].metric("hit rate", "–" if hit is None else f"{hit:.0%}",
                    delta=None if just_now is None else f"{just_now:.0%} just now", delta_color="off",
                    help="vllm:prefix_cache_hits / vllm:prefix_cache_queries (prompt tokens), from /metrics")
     usage = latest.kv_cache_usage if latest else None
-    cols[4].metric("KV cache usage", "–" if usage is None else f"{usage:.0%}", help="vllm:kv_cache_usage_perc")
+    cols[4].metric("KV usage", "–" if usage is None else f"{usage:.0%}", help="vllm:kv_cache_usage_perc")
     running = latest.requests_running if latest else None
     waiting = latest.requests_waiting if latest else None
     cols[5].metric("running / waiting", "–" if running is None else f"{running:.0f} / {waiting or 0:.0f}")

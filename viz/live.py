@@ -21,6 +21,8 @@ Decode = Callable[[Sequence[int]], str]
 #: More blocks than this are not drawn one by one (the newest are kept, the rest counted).
 MAX_TREE_NODES = 240
 LABEL_CHARS = 16
+#: Evicted blocks stay drawn (as red crosses) for this many event batches.
+GHOST_BATCHES = 3
 NODE_W, NODE_H = 0.86, 0.7  # a block's rectangle, in (depth, row) units
 #: Colours: a cached block can be hit; a new one was just stored; a ghost was just evicted.
 TREE_COLORS = {"cached": STATE_COLORS["cached_free"], "new": STATE_COLORS["computed"],
@@ -39,6 +41,14 @@ def block_text(block: CachedBlock, decode: Decode | None) -> str:
 def _clip(text: str, limit: int = LABEL_CHARS) -> str:
     text = text.replace("\n", "↵")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def recent_ghosts(replica: ReplicaState, batches: int = GHOST_BATCHES) -> list[CachedBlock]:
+    """Blocks evicted in the last ``batches`` batches and not stored again since."""
+    if replica.last_seq is None:
+        return []
+    return [g for g in replica.ghosts if g.block_hash not in replica.blocks
+            and g.removed_seq is not None and g.removed_seq > replica.last_seq - batches]
 
 
 def tree_layout(replica: ReplicaState, max_nodes: int = MAX_TREE_NODES) -> dict[BlockKey, tuple[int, float]]:
@@ -104,23 +114,30 @@ def prefix_tree_figure(replica: ReplicaState, decode: Decode | None = None, *,
             px, py = placed[block.parent]
             edge_x += [px + NODE_W / 2, depth - NODE_W / 2, None]
             edge_y += [py, row, None]
-    # ghosts: recently evicted blocks, drawn beside the parent they hung under (if it is still drawn)
+    # ghosts: blocks evicted in the last few batches, beside the parent they hung under when it is
+    # still drawn, else in one row under the tree
     ghost_x: list[float] = []
     ghost_y: list[float] = []
     ghost_hover: list[str] = []
     rows_used = max((row for _, row in placed.values()), default=-1.0)
-    for ghost in replica.ghosts:
-        if ghost.block_hash in replica.blocks:
-            continue
+    orphan_row = rows_used + 1
+    orphans = 0
+    columns = max((d for d, _ in placed.values()), default=0) + 1
+    beside: dict[BlockKey, int] = {}
+    for ghost in recent_ghosts(replica):
         if ghost.parent in placed:
             depth, row = placed[ghost.parent][0] + 1, placed[ghost.parent][1]
-        else:
-            rows_used += 1
-            depth, row = 0, rows_used
+            beside[ghost.parent] = beside.get(ghost.parent, 0) + 1
+            row += 0.3 * (beside[ghost.parent] - 1)
+        else:  # its parent is gone too: a row (or rows) of its own under the tree
+            depth, row = orphans % columns, orphan_row + orphans // columns
+            orphans += 1
         ghost_x.append(depth)
         ghost_y.append(row)
         ghost_hover.append(f"evicted in batch {ghost.removed_seq}<br>hash {short_hash(ghost.block_hash, 16)}"
                            f"<br>{_clip(block_text(ghost, decode), 200)}")
+    if orphans:
+        rows_used = orphan_row + (orphans - 1) // columns
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=edge_x, y=edge_y, mode="lines", line=dict(color="#90a4ae", width=2),
                              hoverinfo="skip", name="parent → child"))
@@ -129,13 +146,16 @@ def prefix_tree_figure(replica: ReplicaState, decode: Decode | None = None, *,
     if ghost_x:
         fig.add_trace(go.Scatter(x=ghost_x, y=ghost_y, mode="markers", hovertext=ghost_hover, hoverinfo="text",
                                  marker=dict(symbol="x", size=16, color=TREE_COLORS["evicted"]), name="evicted"))
+        heading_note = f" · ✕ {len(ghost_x)} evicted in the last {GHOST_BATCHES} batches"
+    else:
+        heading_note = ""
     shown = len(placed)
     heading = title or (f"{replica.name or 'server'}: {len(replica.blocks)} cached blocks"
-                        + (f" (newest {shown} drawn)" if shown < len(replica.blocks) else ""))
-    depth_max = max((d for d, _ in placed.values()), default=0) + 1
+                        + (f" (newest {shown} drawn)" if shown < len(replica.blocks) else "") + heading_note)
+    depth_max = max([d for d, _ in placed.values()] + ghost_x, default=0) + 1
     height_rows = max(rows_used + 1, 3)
     fig.update_layout(**base_layout(
-        title=dict(text=heading), shapes=shapes, height=min(900, 120 + 34 * height_rows),
+        title=dict(text=heading), shapes=shapes, height=min(900, 160 + 34 * height_rows),
         xaxis=dict(title="block position in the prompt (0 = first block)", range=[-0.6, depth_max + 0.2],
                    dtick=1, zeroline=False, showgrid=False),
         yaxis=dict(visible=False, range=[height_rows - 0.4, -0.6]),
