@@ -126,9 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("bench", help="prefix caching on vs off vs transformers (bench/prefix_cache.py); "
                         "its options (--quick, ...) pass through")
 
+    from engine.config import EngineConfig
+    from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerLimits
+
+    limits, engine_defaults = ServerLimits(), EngineConfig(backend="simulator")
     srv = commands.add_parser("serve", help="one shared engine for the room behind an OpenAI-compatible API")
-    srv.add_argument("--host", default="0.0.0.0", help="interface to listen on (default: all, as vLLM)")
-    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--host", default=DEFAULT_HOST, help="interface to listen on (default: all, as vLLM)")
+    srv.add_argument("--port", type=int, default=DEFAULT_PORT)
     srv.add_argument("--model", default=DEFAULT_MODEL, help="built-in name, transformers folder or hub id")
     srv.add_argument("--served-model-name", default=None, help="the name clients send as `model` (default: --model)")
     srv.add_argument("--kv-events-config", default=None,
@@ -137,14 +141,16 @@ def main(argv: list[str] | None = None) -> int:
     srv.add_argument("--api-key", action="append", help="a student key (repeat for each); with keys, every "
                      "request needs one")
     srv.add_argument("--teacher-key", default=None, help="the key that may also reset the prefix cache")
-    srv.add_argument("--max-prompt-tokens", type=int, default=2048)
-    srv.add_argument("--max-tokens-limit", type=int, default=256, help="cap on a request's max_tokens")
-    srv.add_argument("--max-concurrent-per-client", type=int, default=4,
+    srv.add_argument("--max-prompt-tokens", type=int, default=limits.max_prompt_tokens)
+    srv.add_argument("--max-tokens-limit", type=int, default=limits.max_tokens, help="cap on a request's max_tokens")
+    srv.add_argument("--max-concurrent-per-client", type=int, default=limits.max_concurrent_per_client,
                      help="requests in flight per key (or per address without keys); more get 429")
-    srv.add_argument("--request-timeout", type=float, default=120.0, help="seconds before a request is stopped")
-    srv.add_argument("--block-size", type=int, default=16)
+    srv.add_argument("--request-timeout", type=float, default=limits.request_timeout_s,
+                     help="seconds before a request is stopped")
+    srv.add_argument("--block-size", type=int, default=engine_defaults.block_size)
     srv.add_argument("--num-blocks", type=int, default=None, help="KV pool size (default: from the memory budget)")
-    srv.add_argument("--max-num-seqs", type=int, default=64, help="requests batched together at most")
+    srv.add_argument("--max-num-seqs", type=int, default=engine_defaults.max_num_seqs,
+                     help="requests batched together at most")
 
     rep = commands.add_parser("replay", help="play a scenario on the simulator and print every cache event in words")
     rep.add_argument("scenario", help="a scenario file (docs/scenarios.md), or a built-in name such as design-doc")

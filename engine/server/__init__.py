@@ -8,7 +8,8 @@ Module map (read in this order):
 * ``engine_loop``  the one thread that owns the engine: admits, steps, hands tokens back
 * ``kv_publisher`` vLLM's KV events over ZMQ (PUB + ROUTER replay)
 * ``metrics``      Prometheus text with vLLM's metric names
-* ``app``          the FastAPI routes, and ``serve()`` which runs them under uvicorn
+* ``app``          the FastAPI routes
+* ``serve``        builds the engine, the publisher and the app, and runs them under uvicorn
 
 Nothing here imports FastAPI or ZMQ at ``import engine`` time: only ``prefixlab serve`` does.
 """

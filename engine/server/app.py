@@ -135,6 +135,7 @@ class Server:
                 top_k=body.top_k or 0,
                 seed=body.seed,
                 stop=[s for s in stop if s],
+                ignore_eos=body.ignore_eos,
             )
         except InvalidRequestError as exc:
             raise APIError(400, str(exc)) from None
@@ -253,6 +254,8 @@ class Exchange:
         except TimeoutError:
             raise APIError(408, f"The request ran past this server's {self.server.limits.request_timeout_s:g} s "
                                 "limit and was stopped.", "timeout") from None
+        except ConnectionError:
+            raise APIError(499, "The client closed the connection.") from None
         choice = protocol.choice(last.text, last.finish_reason, chat=self.chat, chunk=False)
         return protocol.completion_object(self.request_id, self.server.config.served_model_name, choice,
                                           chat=self.chat, chunk=False, usage_=self.usage(last))

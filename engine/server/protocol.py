@@ -36,6 +36,7 @@ class SamplingFields(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     cache_salt: str | None = Field(default=None, min_length=1)  # vLLM's extension
+    ignore_eos: bool = False  # vLLM's extension: always generate max_tokens (benchmarks)
     user: str | None = None
     n: int = 1
     presence_penalty: float | None = None
