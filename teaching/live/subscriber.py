@@ -11,7 +11,8 @@ Rules kept here:
   replay buffer, because a server that restarted has an empty cache and counts from 0 again;
 * a sequence number above the expected one is a gap: fill it from the replay socket, or say how
   many batches were lost;
-* a number below the expected one is a duplicate (dropped), unless it is 0: then the server restarted.
+* a number below the expected one is a duplicate (dropped), unless it is 0 or the first after a
+  reconnection: then the server restarted (this is how a restart shows without a replay socket).
 
 The thread only moves frames and notices into a queue; the page drains it. ZMQ sockets are not
 thread-safe, so every socket lives and dies in this thread.
@@ -101,6 +102,7 @@ class Subscriber:
         self.expected_seq: int | None = None
         self.connected = False
         self.frames_received = 0
+        self._just_reconnected = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"kv-events-{endpoint.name}")
 
@@ -134,13 +136,13 @@ class Subscriber:
     def _on_connected(self, ctx: zmq.Context) -> None:
         """A new epoch: rebuild this replica's picture from the replay buffer (if there is one)."""
         self.connected = True
-        self.expected_seq = None
         self._say("connected", f"{self.endpoint.name}: connected to {self.endpoint.events}")
         history = self._replay(ctx, 0)
         if history is None:
             if self.endpoint.replay:
                 self._say("replay_unavailable", f"{self.endpoint.name}: the replay socket {self.endpoint.replay} "
                           "did not answer; showing events from now on")
+            self._just_reconnected = self.expected_seq is not None  # the next frame tells if it restarted
             return
         self._say("reset", f"{self.endpoint.name}: rebuilt from the server's replay buffer ({len(history)} batches)")
         if history and history[0].seq > 0:
@@ -153,11 +155,12 @@ class Subscriber:
 
     def _on_frame(self, ctx: zmq.Context, frame: Frame) -> None:
         expected = self.expected_seq
+        reconnected, self._just_reconnected = self._just_reconnected, False
         if expected is None or frame.seq == expected:
             self._deliver(frame)
         elif frame.seq > expected:
             self._fill_gap(ctx, expected, frame)
-        elif frame.seq == 0:
+        elif frame.seq == 0 or reconnected:  # counting again from the start: a new server process
             self._say("restarted", f"{self.endpoint.name}: sequence numbers started again at 0 (the server "
                       "restarted); its cache picture starts over")
             self._say("reset", f"{self.endpoint.name}: cache picture reset")

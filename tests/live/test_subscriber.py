@@ -130,3 +130,27 @@ def test_a_recorded_stream_replays_into_the_same_picture(tmp_path):
     replica = state_from_frames(frames).replica("")
     assert set(replica.blocks) == {1, 2} and replica.total_removed == 1
     assert [g.block_hash for g in replica.ghosts] == [3]
+
+
+def test_without_a_replay_socket_a_restart_still_starts_the_picture_over():
+    events_port, replay_port = ports()
+    publisher = ReplayingPublisher(events_port, replay_port)
+    endpoint = Endpoint("r0", f"tcp://127.0.0.1:{events_port}", None, topic="kv")  # no replay endpoint given
+    session = LiveSession([endpoint]).start()
+    try:
+        assert session.wait_for(lambda s: s.subscribers[0].connected, WAIT_S)
+        time.sleep(0.3)
+        for hashes, parent in (([1], None), ([2], 1), ([3], 2)):
+            publisher.publish(stored(hashes, parent))
+        assert session.wait_for(lambda s: len(s.state.replica("r0").blocks) == 3, WAIT_S), kinds(session)
+        publisher.close()
+        assert session.wait_for(lambda s: "disconnected" in kinds(s), WAIT_S)
+        publisher = ReplayingPublisher(events_port, replay_port, first_seq=1)  # its batch 0 went unseen
+        assert session.wait_for(lambda s: kinds(s).count("connected") == 2, WAIT_S)
+        time.sleep(0.3)
+        publisher.publish(stored([9], None))
+        assert session.wait_for(lambda s: set(s.state.replica("r0").blocks) == {9}, WAIT_S), kinds(session)
+        assert "restarted" in kinds(session)
+    finally:
+        session.stop()
+        publisher.close()
