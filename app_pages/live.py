@@ -100,6 +100,7 @@ def live_views(decode: Decode | None) -> None:
     session: LiveSession | None = st.session_state.get("live_session")
     if session is None:
         return
+    session.ensure_running()  # a subscriber stops itself when nobody watched for a while
     session.drain()
     session.refresh_metrics()
     status = " · ".join(f"**{e.name}** {'🟢 connected' if session.connected(e.name) else '🟠 waiting for the server…'}"

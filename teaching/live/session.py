@@ -94,8 +94,19 @@ class LiveSession:
     def connected(self, name: str) -> bool:
         return any(s.connected for s in self.subscribers if s.endpoint.name == name)
 
+    def ensure_running(self) -> bool:
+        """Restart subscribers that stopped (idle, or a bad endpoint); True when one was restarted."""
+        restarted = False
+        for index, subscriber in enumerate(self.subscribers):
+            if not subscriber.alive:
+                self.subscribers[index] = Subscriber(subscriber.endpoint, self.inbox).start()
+                restarted = True
+        return restarted
+
     def drain(self) -> int:
         """Apply everything the subscribers delivered since the last call; returns how many items."""
+        for subscriber in self.subscribers:
+            subscriber.touch()
         count = 0
         while count < MAX_ITEMS_PER_DRAIN:
             try:

@@ -37,6 +37,8 @@ REPLAY_TIMEOUT_S = 2.0
 RECONNECT_IVL_MS = 200
 RECONNECT_IVL_MAX_MS = 2000
 POLL_MS = 100
+#: A subscriber nobody reads from (the page was closed) stops itself after this long.
+IDLE_STOP_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,11 @@ def request_replay(ctx: zmq.Context, endpoint: str, start_seq: int, server: str 
 class Subscriber:
     """A background thread subscribed to one endpoint, feeding ``sink`` with frames and notices."""
 
-    def __init__(self, endpoint: Endpoint, sink: queue.Queue[Item], *, replay_timeout_s: float = REPLAY_TIMEOUT_S):
+    def __init__(self, endpoint: Endpoint, sink: queue.Queue[Item], *, replay_timeout_s: float = REPLAY_TIMEOUT_S,
+                 idle_stop_s: float = IDLE_STOP_S):
         self.endpoint = endpoint
+        self.idle_stop_s = idle_stop_s
+        self.last_read = time.monotonic()
         self.sink = sink
         self.replay_timeout_s = replay_timeout_s
         self.expected_seq: int | None = None
@@ -114,6 +119,10 @@ class Subscriber:
     def stop(self, timeout_s: float = 2.0) -> None:
         self._stop.set()
         self._thread.join(timeout_s)
+
+    def touch(self) -> None:
+        """The reader is still there (Streamlit has no hook for a closed browser tab)."""
+        self.last_read = time.monotonic()
 
     @property
     def alive(self) -> bool:
@@ -201,6 +210,9 @@ class Subscriber:
             return
         try:
             while not self._stop.is_set():
+                if time.monotonic() - self.last_read > self.idle_stop_s:
+                    self._say("idle_stop", f"{self.endpoint.name}: nobody watched for {self.idle_stop_s:.0f} s; stopped")
+                    break
                 ready = dict(poller.poll(POLL_MS))
                 if monitor in ready:  # before frames: a reconnect must reset before new frames apply
                     event = recv_monitor_message(monitor)["event"]

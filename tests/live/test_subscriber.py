@@ -154,3 +154,22 @@ def test_without_a_replay_socket_a_restart_still_starts_the_picture_over():
     finally:
         session.stop()
         publisher.close()
+
+
+def test_an_unwatched_subscriber_stops_itself_and_the_page_restarts_it():
+    events_port, replay_port = ports()
+    publisher = ReplayingPublisher(events_port, replay_port)
+    publisher.publish(stored([1], None))
+    session = session_for(events_port, replay_port)
+    try:
+        assert session.wait_for(lambda s: 1 in s.state.replica("r0").blocks, WAIT_S)
+        session.subscribers[0].idle_stop_s = 0.3  # nobody drains from now on
+        time.sleep(1.0)
+        assert not session.subscribers[0].alive
+        assert session.ensure_running()
+        publisher.publish(stored([2], 1))
+        assert session.wait_for(lambda s: set(s.state.replica("r0").blocks) == {1, 2}, WAIT_S), kinds(session)
+        assert "idle_stop" in kinds(session)
+    finally:
+        session.stop()
+        publisher.close()
