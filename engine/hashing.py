@@ -92,6 +92,16 @@ def block_extra_keys(
     return tuple(keys) if keys else None
 
 
+#: KV events publish a block hash as the low 64 bits of its digest, read big-endian
+#: (vLLM's ``maybe_convert_block_hash``, on by default via VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES).
+EXTERNAL_HASH_MASK = (1 << 64) - 1
+
+
+def external_block_hash(block_hash: BlockHash) -> int:
+    """A block hash in the form vLLM's KV events carry it: a 64-bit int."""
+    return int.from_bytes(block_hash, byteorder="big") & EXTERNAL_HASH_MASK
+
+
 @dataclass
 class BlockHasher:
     """One hashing configuration: algorithm + seed, and so one ``NONE_HASH``.
@@ -176,14 +186,3 @@ class BlockHasher:
 def short_hash(block_hash: BlockHash | None, n: int = 8) -> str:
     """First ``n`` hex digits of a hash, for labels (``"-"`` for no hash)."""
     return "-" if block_hash is None else block_hash.hex()[:n]
-
-
-def block_hash_to_int64(block_hash: BlockHash) -> int:
-    """The 64-bit integer vLLM publishes for a block hash in its KV events.
-
-    vLLM keeps full digests inside the engine but, by default
-    (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1``), sends only the digest's last 8 bytes
-    read big-endian as an unsigned integer: small on the wire, and unique enough for
-    an external router to track which blocks an engine holds.
-    """
-    return int.from_bytes(block_hash, byteorder="big") & 0xFFFF_FFFF_FFFF_FFFF

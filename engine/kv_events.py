@@ -4,7 +4,7 @@ vLLM publishes, once per engine step that changed the cache, one ``KVEventBatch`
 ``[ts, [event, ...], data_parallel_rank]`` packed as a msgpack *array*, where each
 event is a msgpack *map* tagged by ``"type"`` (``"BlockStored"``, ``"BlockRemoved"``,
 ``"AllBlocksCleared"``). Block hashes travel as 64-bit unsigned integers, not digests
-(see :func:`engine.hashing.block_hash_to_int64`).
+(see :func:`engine.hashing.external_block_hash`).
 
 The structs below have vLLM's class names, field names, field order and msgspec options
 (as of vLLM 0.32, the version of the recordings the tests decode), so vLLM's own
@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from engine import events as engine_events
-from engine.hashing import block_hash_to_int64
+from engine.hashing import external_block_hash
 
 #: What vLLM calls ``ExternalBlockHash``: an int (the default) or the raw digest bytes.
 ExternalBlockHash = bytes | int
@@ -90,8 +90,8 @@ def to_wire(event: engine_events.Event) -> WireEvent | None:
     if isinstance(event, engine_events.BlockStored):
         parent = event.parent_block_hash
         return BlockStored(
-            block_hashes=[block_hash_to_int64(h) for h in event.block_hashes],
-            parent_block_hash=None if parent is None else block_hash_to_int64(parent),
+            block_hashes=[external_block_hash(h) for h in event.block_hashes],
+            parent_block_hash=None if parent is None else external_block_hash(parent),
             token_ids=list(event.token_ids),
             block_size=event.block_size,
             lora_id=None,
@@ -104,7 +104,7 @@ def to_wire(event: engine_events.Event) -> WireEvent | None:
         )
     if isinstance(event, engine_events.BlockRemoved):
         return BlockRemoved(
-            block_hashes=[block_hash_to_int64(h) for h in event.block_hashes],
+            block_hashes=[external_block_hash(h) for h in event.block_hashes],
             medium=event.medium,
             group_idx=KV_CACHE_GROUP_IDX,
         )

@@ -195,6 +195,8 @@ class Exchange:
         """Submit, and wait for the first token (or the engine's refusal, which becomes a 400)."""
         loop = asyncio.get_running_loop()
         self._disconnect = asyncio.create_task(self._wait_disconnect())
+        # A hang-up ends the exchange even if no handler is waiting (e.g. a stream never started).
+        self._disconnect.add_done_callback(lambda task: None if task.cancelled() else self.close())
         self.server.loop.submit(Submission(
             self.request_id, self.client, prompt, params,
             deliver=lambda u: self._deliver(loop, u), cache_salt=cache_salt,

@@ -9,10 +9,11 @@ import zmq
 from openai import OpenAI
 
 from engine.config import DEFAULT_MODEL
-from engine.hashing import BlockHasher, block_hash_to_int64
+from engine.hashing import BlockHasher, external_block_hash
 from engine.kv_events import END_SEQ, AllBlocksCleared, BlockStored, decode_batch, decode_seq, encode_seq
 from tests.server.harness import STUDENT_KEYS, TEACHER_KEY, metric
 from tests.server.http import error_message, open_stream, post
+from tests.server.vllm_env import as_builtins, vllm_decode
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +122,7 @@ def test_kv_events_stream_and_replay(smol_server):
     # The hashes on the wire are the prompt's chained block hashes, as 64-bit ints.
     assert stored.block_size == 16 and stored.parent_block_hash is None
     assert len(stored.token_ids) == 16 * len(stored.block_hashes)
-    expected = [block_hash_to_int64(h) for h in BlockHasher("sha256").hash_request(stored.token_ids, 16)]
+    expected = [external_block_hash(h) for h in BlockHasher("sha256").hash_request(stored.token_ids, 16)]
     assert stored.block_hashes == expected
 
     # Replay: ask the ROUTER for everything from the first frame we saw; same frames, then the end marker.
@@ -139,6 +140,9 @@ def test_kv_events_stream_and_replay(smol_server):
     finally:
         replay.close(linger=0)
     assert replayed[: len(frames)] == frames
+    # vLLM's own decoder reads the live stream (skipped without the vLLM venv).
+    payloads = [payload for _, _, payload in frames]
+    assert vllm_decode(payloads) == as_builtins([decode_batch(p) for p in payloads])
 
 
 def test_a_non_streaming_client_that_hangs_up_is_aborted_too(smol_server):
