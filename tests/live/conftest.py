@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Real recordings of a vLLM 0.32 server's KV events, kept beside the repository (not in it).
-RECORDINGS = ROOT.parent / "shared" / "fixtures" / "vllm-kv-events"
+#: Real recordings of a vLLM 0.32 server's KV events: the copy in the repository, else the shared one beside it.
+RECORDINGS = next((folder for folder in (ROOT / "tests" / "fixtures" / "vllm-kv-events",
+                                         ROOT.parent / "shared" / "fixtures" / "vllm-kv-events") if folder.is_dir()),
+                  ROOT / "tests" / "fixtures" / "vllm-kv-events")
 #: The ports this test folder may use (each helper of the project has its own range).
 ZMQ_PORTS = range(5700, 5800)
 HTTP_PORTS = range(8200, 8300)
