@@ -54,8 +54,10 @@ def test_live_page_shows_requests_sent_through_the_http_api(page, app_url, class
         timeout=30_000)
     cached = int(metric(page, "cached blocks"))
     assert cached >= (second.cached_tokens or 0) // 16
-    tree_text = page.locator(".js-plotly-plot").first.text_content() or ""
-    assert "<|im_start|>sys" in tree_text and "bread and bake" in tree_text  # the prompt's tokens, decoded
+    # the tree draws the prompt's tokens, decoded (Plotly repaints a moment after the numbers)
+    page.wait_for_function("""() => { const t = document.querySelector('.js-plotly-plot')?.textContent || '';
+                                      return t.includes('<|im_start|>sys') && t.includes('bread and bake'); }""",
+                           timeout=30_000)
     page.wait_for_function("() => !document.body.innerText.includes('hit rate\\n–')", timeout=30_000)
 
     # the server restarts: the page says so, reconnects by itself, and starts the picture over
