@@ -31,6 +31,7 @@ def pages() -> dict[str, list[st.Page]]:
             # Hash chain and "Why did it miss?" pages (app_pages/hash_chain.py, app_pages/why_miss.py).
             *optional_page("app_pages/hash_chain.py", "Hash chain", ":material/link:"),
             *optional_page("app_pages/why_miss.py", "Why did it miss?", ":material/search:"),
+            *optional_page("app_pages/live.py", "Live", ":material/sensors:"),
         ],
         "Lab": [
             st.Page("app_pages/lab.py", title="Block pool & eviction lab", icon=":material/grid_view:", default=True),

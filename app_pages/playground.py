@@ -17,6 +17,7 @@ from engine.request import SamplingParams
 from engine.timeline import block_contents, hit_blocks
 from teaching.describe import describe_event
 from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, request_view, token_piece
+from ui.class_server import class_server_panel
 from ui.model import SESSION_KV_MIB, session_engine, shared_model
 from ui.persist import copy_back, mirror
 from ui.settings import current_settings
@@ -317,6 +318,8 @@ def main() -> None:
     else:
         st.text_area("Prompt (raw text, no chat template)", key=mirror("pg_text"), on_change=copy_back("pg_text"), height=150)
 
+    if class_server_panel():  # "send to the class server": the prompt goes to a shared server, not this engine
+        return
     b1, b2, b3, b4, b5 = st.columns([0.9, 1.6, 1.4, 1.6, 0.9], vertical_alignment="center")
     b1.button("Send", type="primary", key="pg_send", on_click=on_send, icon=":material/send:", width="stretch")
     b2.button("Send rest of preset", key="pg_send_rest", on_click=on_send_rest, icon=":material/fast_forward:",
