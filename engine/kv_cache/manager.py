@@ -10,6 +10,8 @@ already in the hash table (``num_cached_block``). It answers three questions:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.errors import ConfigError, InvalidRequestError, RequestStateError, UnknownRequestError
 from engine.events import BlocksFreed, CacheLookup, Event, EventLog
 from engine.hashing import BlockHasher
@@ -35,6 +37,7 @@ class KVCacheManager:
         free_policy: str = "vllm",
         watermark: float = 0.0,
         enable_events: bool = True,
+        block_pool_cls: Callable[..., BlockPool] = BlockPool,
     ) -> None:
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ConfigError(f"block_size must be an integer >= 1, got {block_size!r}.")
@@ -42,7 +45,8 @@ class KVCacheManager:
             raise ConfigError(f"watermark must be in [0, 1), got {watermark!r}.")
         self.hasher = BlockHasher(hash_algo, hash_seed)  # validates the algorithm first
         self.events = EventLog(enabled=enable_events)
-        self.block_pool = BlockPool(num_blocks, enable_caching, free_policy, self.events)
+        # A BlockPool subclass may decide eviction differently (see BlockPool._take_free_blocks).
+        self.block_pool = block_pool_cls(num_blocks, enable_caching, free_policy, self.events)
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.enable_caching = enable_caching
