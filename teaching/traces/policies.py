@@ -199,7 +199,7 @@ class LeafEvictingBlockPool(BlockPool):
                           num_full_blocks: int, block_size: int, token_ids: list[int], *,
                           request_id: str | None = None, lora_name: str | None = None) -> None:
         table = self.cached_block_hash_to_block
-        new_hashes = []
+        new_hashes: list[tuple[BlockHash, BlockHash | None, bool]] = []
         for index in range(num_cached_blocks, num_full_blocks):
             block_hash = block_hashes[index]
             if block_hash in table:

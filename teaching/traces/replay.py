@@ -223,7 +223,7 @@ class _Simulation:
         out = []
         for i, record in enumerate(self.prepared.trace.records):
             now = record.timestamp / 1000.0
-            chosen = self.route(i, (), fake, now)  # type: ignore[arg-type]
+            chosen = self.route(i, (), fake, now)
             fake[chosen].routed += 1
             heapq.heappush(fake[chosen].finishes, now + record.output_length * self.tpot_s)
             out.append(chosen)
