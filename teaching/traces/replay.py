@@ -190,8 +190,12 @@ class _Simulation:
         self.mode = mode
         self.tpot_s = tpot_ms / 1000.0
         self.route = make_router(router, seed=seed, prefix_weight=prefix_weight)
-        usable = capacity_blocks or min(prepared.unbounded_blocks(), MAX_CAPACITY_BLOCKS)
+        # A pool bigger than every block the trace could ever hold never evicts, under any policy,
+        # so the pool stops there (same counts, less to build); usage is still per nominal capacity.
+        bound = min(prepared.unbounded_blocks(), MAX_CAPACITY_BLOCKS)
+        usable = min(capacity_blocks, bound) if capacity_blocks else bound
         self.usable = usable
+        self.capacity = capacity_blocks or bound
         records = prepared.trace.records
         self.assignment: list[int] | None = None
         if policy == "belady" and replicas > 1:
@@ -264,8 +268,8 @@ class _Simulation:
             self.series.append(SeriesPoint(
                 request=self.done, time_s=record.timestamp / 1000.0,
                 hit_rate=self._window_hits / self._window_tokens if self._window_tokens else 0.0,
-                usage=sum(r.manager.usage for r in self.replicas) / len(self.replicas),
-                cached=len(pool.cached_block_hash_to_block) / self.usable,
+                usage=sum(r.manager.usage for r in self.replicas) * self.usable / self.capacity / len(self.replicas),
+                cached=len(pool.cached_block_hash_to_block) / self.capacity,
             ))
             self._window_hits = self._window_tokens = 0
 
