@@ -172,7 +172,7 @@ class Replica:
 
 class _Simulation:
     def __init__(self, prepared: PreparedTrace, policy: str, capacity_blocks: int, mode: str, replicas: int,
-                 router: str, tpot_ms: float, seed: int, prefix_weight: float) -> None:
+                 router: str, tpot_ms: float, seed: int, prefix_weight: float, trim: bool = True) -> None:
         if policy not in POLICIES:
             raise ConfigError(f"Unknown policy {policy!r}; choose one of {list(POLICIES)}.")
         if mode not in MODES:
@@ -193,7 +193,7 @@ class _Simulation:
         # A pool bigger than every block the trace could ever hold never evicts, under any policy,
         # so the pool stops there (same counts, less to build); usage is still per nominal capacity.
         bound = min(prepared.unbounded_blocks(), MAX_CAPACITY_BLOCKS)
-        usable = min(capacity_blocks, bound) if capacity_blocks else bound
+        usable = (min(capacity_blocks, bound) if trim else capacity_blocks) if capacity_blocks else bound
         self.usable = usable
         self.capacity = capacity_blocks or bound
         records = prepared.trace.records
@@ -325,14 +325,18 @@ class _Simulation:
 def replay(prepared: PreparedTrace | Trace, policy: str = "vllm", capacity_blocks: int = 0, *,
            mode: str = "sequential", replicas: int = 1, router: str = "round-robin",
            tpot_ms: float = DEFAULT_TPOT_MS, seed: int = 0, prefix_weight: float = DEFAULT_PREFIX_WEIGHT,
-           progress: Progress | None = None) -> ReplayResult:
-    """Replay a whole trace under one policy and capacity (per replica); see the module doc."""
+           progress: Progress | None = None, trim: bool = True) -> ReplayResult:
+    """Replay a whole trace under one policy and capacity (per replica); see the module doc.
+
+    ``trim=False`` builds the whole pool asked for even where the trace cannot fill it (same
+    counts; for measuring the memory of big pools).
+    """
     import time
 
     if isinstance(prepared, Trace):
         prepared = PreparedTrace(prepared)
     start = time.perf_counter()
-    sim = _Simulation(prepared, policy, capacity_blocks, mode, replicas, router, tpot_ms, seed, prefix_weight)
+    sim = _Simulation(prepared, policy, capacity_blocks, mode, replicas, router, tpot_ms, seed, prefix_weight, trim)
     sim.run(progress)
     total = Counts()
     for replica in sim.replicas:

@@ -116,10 +116,12 @@ def test_unbounded_full_conversation_trace_matches_the_direct_count() -> None:
 
 def test_last_token_block_and_partial_blocks_are_never_hit() -> None:
     trace = parse_trace("\n".join([line(0, 1024, [1, 2]), line(1, 1024, [1, 2]), line(2, 1030, [1, 2, 3]),
-                                   line(3, 1100, [1, 2, 4])]))
-    result = replay(trace, "vllm", 0)
-    # r1: block 2 holds its last token -> 1 hit; r2: both full blocks; r3: block 3 (partial in r2) never cached.
-    assert result.total.hit_blocks == 0 + 1 + 2 + 2
+                                   line(3, 1100, [1, 2, 4]), line(4, 1600, [1, 2, 3, 5])]))
+    for policy in POLICIES:
+        result = replay(trace, policy, 0)
+        # r1: block 2 holds its last token -> 1 hit; r2, r3: both full blocks; r4: its block 3 was
+        # only a partial block in r2, so never cached -> 2 hits.
+        assert result.total.hit_blocks == 0 + 1 + 2 + 2 + 2
 
 
 # -- policies across capacities ----------------------------------------------------------------------
