@@ -129,6 +129,14 @@ class LeafEvictingBlockPool(BlockPool):
             self._stamp[block.block_id] = stamp
             assert block.block_hash is not None
             heapq.heappush(self._heap, (self.order.priority(block.block_hash), stamp, block.block_id))
+            if len(self._heap) > 2 * self.num_blocks + 1024:
+                self._compact()
+
+    def _compact(self) -> None:
+        """Drop stale heap entries, so memory follows the pool's size, not the trace's length."""
+        stamps = self._stamp
+        self._heap = [entry for entry in self._heap if entry[1] == stamps[entry[2]]]
+        heapq.heapify(self._heap)
 
     def _push_hash(self, block_hash: BlockHash | None) -> None:
         if block_hash is not None:
