@@ -17,6 +17,7 @@ block comes on top); ``0`` means unbounded (a pool that never evicts).
 from __future__ import annotations
 
 import heapq
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -117,6 +118,7 @@ class ReplayResult:
     router: str | None = None
     series: list[SeriesPoint] = field(default_factory=list)
     seconds: float = 0.0
+    build_seconds: float = 0.0  # of ``seconds``: building the pools
 
     @property
     def capacity_tokens(self) -> int:
@@ -203,16 +205,17 @@ class _Simulation:
             # replica the future of exactly the requests it will serve.
             self.assignment = self._preroute(replicas)
         self.replicas = []
+        build_start = time.perf_counter()
         for r in range(replicas):
             belady = None
             if policy == "belady":
                 if self.assignment is None:
                     belady = prepared.belady
                 else:
-                    mine = [i for i, a in enumerate(self.assignment) if a == r]
-                    belady = BeladyNextUse([prepared.chains[i] if i in set(mine) else [] for i in range(len(records))],
+                    belady = BeladyNextUse([chain if a == r else [] for chain, a in zip(prepared.chains, self.assignment)],
                                            [rec.input_length for rec in records])
             self.replicas.append(Replica(make_manager(policy, usable + 1, belady=belady), belady))
+        self.build_seconds = time.perf_counter() - build_start
         self.finishing: list[tuple[float, int, int]] = []  # (time, request, replica)
         self.series: list[SeriesPoint] = []
         self.window = max(1, len(records) // SERIES_POINTS)
@@ -328,11 +331,11 @@ def replay(prepared: PreparedTrace | Trace, policy: str = "vllm", capacity_block
            progress: Progress | None = None, trim: bool = True) -> ReplayResult:
     """Replay a whole trace under one policy and capacity (per replica); see the module doc.
 
+    ``seconds`` covers the whole replay; ``build_seconds`` the part spent building the pools.
+
     ``trim=False`` builds the whole pool asked for even where the trace cannot fill it (same
     counts; for measuring the memory of big pools).
     """
-    import time
-
     if isinstance(prepared, Trace):
         prepared = PreparedTrace(prepared)
     start = time.perf_counter()
@@ -343,4 +346,5 @@ def replay(prepared: PreparedTrace | Trace, policy: str = "vllm", capacity_block
         for name in ("requests", "blocks", "hit_blocks", "input_tokens", "rejected"):
             setattr(total, name, getattr(total, name) + getattr(replica.counts, name))
     return ReplayResult(policy, capacity_blocks, mode, total, [r.counts for r in sim.replicas],
-                        router if replicas > 1 else None, sim.series, time.perf_counter() - start)
+                        router if replicas > 1 else None, sim.series, time.perf_counter() - start,
+                        sim.build_seconds)
