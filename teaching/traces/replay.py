@@ -257,12 +257,12 @@ class _Simulation:
 
     def _count(self, replica: Replica, index: int, hit_blocks: int, rejected: bool = False) -> None:
         record = self.prepared.trace.records[index]
-        for counts in (replica.counts,):
-            counts.requests += 1
-            counts.blocks += len(record.hash_ids)
-            counts.hit_blocks += hit_blocks
-            counts.input_tokens += record.input_length
-            counts.rejected += rejected
+        counts = replica.counts
+        counts.requests += 1
+        counts.blocks += len(record.hash_ids)
+        counts.hit_blocks += hit_blocks
+        counts.input_tokens += record.input_length
+        counts.rejected += rejected
         self._window_hits += hit_blocks * TRACE_BLOCK_SIZE
         self._window_tokens += record.input_length
         self.done += 1
