@@ -181,6 +181,17 @@ def test_leaf_pools_keep_whole_prefixes_and_classic_differs_from_vllm(sample) ->
     assert overlap["radix"] != overlap["vllm"] and overlap["belady"] >= max(overlap.values())
 
 
+def test_the_least_recently_matched_leaf_goes_first() -> None:
+    """Prefixes A=[1,2] and B=[3,4]; A is matched again; a new prefix C needs one cached block."""
+    trace = parse_trace("\n".join([line(0, 1100, [1, 2, 10], 0), line(1, 1100, [3, 4, 11], 0),
+                                   line(2, 1100, [1, 2, 12], 0), line(3, 1100, [5, 6, 13], 0),
+                                   line(4, 1100, [1, 2, 14], 0)]))
+    # 6 blocks: r3 takes the two hashless blocks and must evict one cached leaf: B's tail (4),
+    # matched longest ago, not A's tail (2), which r4 then hits again.
+    for policy in POLICIES:
+        assert replay(trace, policy, 6).total.hit_blocks == 2 + 2, policy
+
+
 def test_requests_bigger_than_the_pool_are_rejected_not_crashed(sample) -> None:
     result = replay(sample, "radix", 5).total
     assert result.rejected == sum(1 for n in sample.needed_blocks if n > 5) > 0
