@@ -62,8 +62,8 @@ def describe(trace: Trace) -> None:
     c = st.columns(4)
     c[0].metric("Requests", f"{len(records):,}")
     c[1].metric("Block lookups", f"{trace.num_blocks:,}", help=f"hash_ids of {TRACE_BLOCK_SIZE} tokens")
-    c[2].metric("Mean prompt", f"{trace.num_input_tokens / len(records):,.0f} tokens")
-    c[3].metric("Spans", f"{(records[-1].timestamp - records[0].timestamp) / 60_000:.1f} min")
+    c[2].metric("Mean prompt (tokens)", f"{trace.num_input_tokens / len(records):,.0f}")
+    c[3].metric("Duration", f"{(records[-1].timestamp - records[0].timestamp) / 60_000:.1f} min")
 
 
 def curve_table(curve: Curve) -> pd.DataFrame:
@@ -145,7 +145,7 @@ def main() -> None:
         return
     key, prepared = picked
     describe(prepared.trace)
-    mode = st.radio("Requests", MODES, horizontal=True, key="tr_mode", format_func={
+    mode = st.radio("Timing", MODES, horizontal=True, key="tr_mode", format_func={
         "sequential": "one at a time", "overlap": "overlapping (timestamps + output lengths)"}.get,
         help="One at a time (default): each request is freed before the next. Overlapping: requests hold their "
              "blocks while they decode (30 ms per output token) and wait when the pool is full.")
