@@ -39,6 +39,7 @@ def pages() -> dict[str, list[st.Page]]:
         ],
         # Compare page (app_pages/compare.py): cache off / vLLM / classic on one trace.
         "Measure": optional_page("app_pages/compare.py", "Compare", ":material/bar_chart:"),
+        "At scale": optional_page("app_pages/traces.py", "Production traces", ":material/timeline:"),
     }
     return {name: items for name, items in sections.items() if items}
 

@@ -1,4 +1,4 @@
-"""Command line: ``prefixlab app|generate|serve|bench|replay``.
+"""Command line: ``prefixlab app|generate|serve|bench|replay|trace``.
 
 ``app`` starts the Streamlit app (what ``make run`` does).
 
@@ -7,6 +7,7 @@
 (cached vs computed prefill tokens, TTFT, decode speed). ``bench`` runs the prefix-cache
 benchmark (``bench/prefix_cache.py``). ``replay`` plays a scenario (a file in the format of
 ``docs/scenarios.md``, or a built-in one) on the simulator and prints every cache event in words.
+``trace`` replays a production trace through the real prefix cache (``teaching/traces/command.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 
 from engine.config import DEFAULT_MODEL
 from engine.errors import PrefixLabError
+from teaching.traces.command import add_trace_parser, run_trace
 
 
 def progress(fraction: float, message: str) -> None:
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("scenario", help="a scenario file (docs/scenarios.md), or a built-in name such as design-doc")
     rep.add_argument("--policy", choices=["vllm", "classic"], default="vllm", help="free rule (default vllm)")
 
+    add_trace_parser(commands)
+
     args, rest = parser.parse_known_args(argv)
     if args.command == "app":
         return run_app(rest)
@@ -163,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "replay":
         return replay(args)  # simulator only: no torch, instant
+    if args.command == "trace":
+        return run_trace(args)  # no model either
     from transformers.utils import logging as hf_logging  # keep the terminal for our own output
 
     import engine.model  # noqa: F401  (before torch loads: see its OMP_WAIT_POLICY note)

@@ -60,7 +60,7 @@ class BlockPool:
         """Pop ``num_blocks`` from the head of the free queue, evicting their cached contents."""
         if num_blocks > self.get_num_free_blocks():
             raise ValueError(f"cannot get {num_blocks} blocks, only {self.get_num_free_blocks()} are free")
-        blocks = self.free_block_queue.popleft_n(num_blocks)
+        blocks = self._take_free_blocks(num_blocks, request_id)
         for block in blocks:
             self._maybe_evict_cached_block(block, request_id)
             assert block.ref_cnt == 0, f"free block {block.block_id} had ref_cnt {block.ref_cnt}"
@@ -68,6 +68,14 @@ class BlockPool:
         if blocks:
             self.events.emit(BlocksAllocated(request_id or "", [b.block_id for b in blocks]))
         return blocks
+
+    def _take_free_blocks(self, num_blocks: int, request_id: str | None) -> list[KVCacheBlock]:
+        """Which free blocks to reuse: vLLM's rule is the head of the free queue.
+
+        The one place an eviction order is decided; a subclass may choose other victims
+        (the trace replay's radix-tree LRU and Belady's optimum do).
+        """
+        return self.free_block_queue.popleft_n(num_blocks)
 
     def _maybe_evict_cached_block(self, block: KVCacheBlock, request_id: str | None = None) -> bool:
         """Forget a reused block's old contents: out of the hash table, hash cleared."""

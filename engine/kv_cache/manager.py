@@ -10,6 +10,8 @@ already in the hash table (``num_cached_block``). It answers three questions:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.errors import ConfigError, InvalidRequestError, RequestStateError, UnknownRequestError
 from engine.events import BlocksFreed, CacheLookup, Event, EventLog
 from engine.hashing import BlockHasher, event_extra_keys
@@ -37,6 +39,7 @@ class KVCacheManager:
         free_policy: str | None = None,
         watermark: float = 0.0,
         enable_events: bool = True,
+        block_pool_cls: Callable[..., BlockPool] = BlockPool,
     ) -> None:
         """``vllm_version`` picks every version-dependent rule (:mod:`engine.vllm_versions`);
         ``free_policy`` is the older name of one of them ("classic" is what 0.23 does)."""
@@ -49,7 +52,8 @@ class KVCacheManager:
         self.hasher = BlockHasher(hash_algo, hash_seed, vllm_version)  # validates algorithm and version
         self.version = self.hasher.version
         self.events = EventLog(enabled=enable_events)
-        self.block_pool = BlockPool(num_blocks, enable_caching, self.version.free_policy, self.events)
+        # A BlockPool subclass may decide eviction differently (see BlockPool._take_free_blocks).
+        self.block_pool = block_pool_cls(num_blocks, enable_caching, self.version.free_policy, self.events)
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.enable_caching = enable_caching
