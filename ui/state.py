@@ -11,6 +11,7 @@ import streamlit as st
 
 from engine.kv_cache import FREE_POLICIES
 from teaching.lab import LabRuns, build_runs
+from teaching.limits import parse_whole_number
 from teaching.scenario_library import BUILTIN_SCENARIOS
 from ui.settings import HASH_ALGOS, LabSettings
 
@@ -54,11 +55,7 @@ def get_runs(text: str, settings: LabSettings) -> LabRuns:
 
 # -- URL -------------------------------------------------------------------------------------------------
 def _int(value: str | None, lo: int, hi: int) -> int | None:
-    try:
-        number = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if lo <= number <= hi else None
+    return parse_whole_number(value, lo, hi)
 
 
 def restore_from_url() -> None:
