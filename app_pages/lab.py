@@ -28,6 +28,7 @@ from ui.persist import copy_back, mirror
 from ui.settings import LabSettings, current_settings
 from ui.state import CUSTOM, get_runs, init_lab_state, scenario_text, write_url
 from ui.style import LAB_CSS
+from ui.text import plain_md
 from viz import (
     block_grid,
     block_tables_figure,
@@ -296,7 +297,7 @@ def main() -> None:
     try:
         runs = get_runs(scenario_text(st.session_state["lab_source"]), settings)
     except ScenarioError as exc:
-        st.error(f"This scenario cannot be played with the current settings. {exc}")
+        st.error(f"This scenario cannot be played with the current settings. {plain_md(str(exc))}")
         st.caption("Change the sidebar settings (empty = the scenario's own) or fix the scenario in the editor.")
         return
     primary = runs.runs[settings.free_policy]
@@ -305,7 +306,7 @@ def main() -> None:
     with t0.popover(f"About · {primary.num_blocks} blocks × {primary.block_size} tokens", icon=":material/info:",
                     width="stretch"):
         if scenario.description:
-            st.markdown(scenario.description)
+            st.markdown(plain_md(scenario.description))
         st.code(scenario.text, language=None, line_numbers=True)
     t1.toggle("vLLM vs classic", key=mirror("lab_compare"), on_change=copy_back("lab_compare"))
     t2.toggle("Predict the victim", key=mirror("lab_predict"), on_change=on_predict_change, args=(primary,))

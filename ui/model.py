@@ -3,23 +3,117 @@
 Weights are read-only during a forward pass, so every browser session can share one copy
 (``st.cache_resource``). The KV cache is what a session writes, so each session builds its
 own :class:`~engine.llm_engine.LLMEngine` around the shared weights, with a modest pool.
+
+Sharing fairly (one server, a room of students): every forward pass takes a turn on the one
+model (:func:`model_turn`, first come first served per *step*, so a long answer cannot starve
+a short one), every session's pool is drawn from one KV budget (:class:`KVBudget`), and a
+session may start at most one request per :data:`~teaching.limits.SESSION_MIN_INTERVAL_S`.
 """
 
 from __future__ import annotations
 
+import gc
 import threading
-from collections.abc import Callable
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 import streamlit as st
 
 from engine.config import DEFAULT_MODEL, EngineConfig
+from engine.errors import PrefixLabError
 from engine.llm_engine import LLMEngine
+from teaching import limits
 
 #: KV memory per session: small enough for many students on one server and for the pool to fit
 #: on screen (32 MiB = 45 blocks of 16 tokens for SmolLM2 in fp32), big enough for a few chats.
 SESSION_KV_MIB = 32
+#: Prefill chunk of a Playground step: one turn on the shared model stays short (~0.1-0.5 s on CPU).
+SESSION_BATCHED_TOKENS = 512
+
+
+class FairTurns:
+    """A first-come-first-served lock: waiting threads get the model in the order they asked.
+
+    ``threading.Lock`` wakes an arbitrary waiter, so a busy session could take turn after turn;
+    tickets make every session that wants the model wait at most one step of every other.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next_ticket = 0
+        self._serving = 0
+        self.waiting = 0
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        with self._cond:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            self.waiting += 1
+            while ticket != self._serving:
+                self._cond.wait()
+            self.waiting -= 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._serving += 1
+                self._cond.notify_all()
+
+
+class KVBudget:
+    """KV memory for every session together; a session's pool is returned when its engine is dropped."""
+
+    def __init__(self, total_mib: int) -> None:
+        self.total_mib = total_mib
+        self.used_mib = 0
+        self._lock = threading.Lock()
+
+    def reserve(self, mib: int, owner: object) -> None:
+        """Take ``mib`` for ``owner`` (an engine) until it is garbage; raises when the budget is spent."""
+        with self._lock:
+            if self.used_mib + mib > self.total_mib:
+                raise PrefixLabError(
+                    f"The server's KV memory for the Playground is taken ({self.used_mib} of {self.total_mib} MiB "
+                    f"in use by other students). Pick a smaller KV pool, or try again in a minute."
+                )
+            self.used_mib += mib
+        weakref.finalize(owner, self._release, mib)
+
+    def _release(self, mib: int) -> None:
+        with self._lock:
+            self.used_mib -= mib
+
+
+@st.cache_resource(show_spinner=False)
+def model_turns() -> FairTurns:
+    """The one queue for the model, shared by every session of this server."""
+    return FairTurns()
+
+
+@st.cache_resource(show_spinner=False)
+def kv_budget() -> KVBudget:
+    return KVBudget(limits.SHARED_KV_BUDGET_MIB)
+
+
+@contextmanager
+def model_turn() -> Iterator[None]:
+    """Hold the shared model for one step (a forward pass): ``with model_turn(): engine.step()``."""
+    with model_turns().turn():
+        yield
+
+
+def check_rate(state: Any, key: str = "_model_last_request") -> None:
+    """Refuse a request started less than ``SESSION_MIN_INTERVAL_S`` after this session's last one."""
+    now = time.monotonic()
+    last = state.get(key)
+    if last is not None and now - last < limits.SESSION_MIN_INTERVAL_S:
+        raise PrefixLabError(f"Slow down: one request per {limits.SESSION_MIN_INTERVAL_S:g} s per student.")
+    state[key] = now
 
 Progress = Callable[[float, str], None]
 
@@ -45,6 +139,10 @@ def shared_model(name: str = DEFAULT_MODEL, progress: Progress | None = None) ->
         if slot["model"] is None:
             device = pick_device("auto")
             slot["model"] = load_model(name, pick_dtype(None, device), device, progress)
+            # The model's many Python objects live as long as the server: move them out of the
+            # cyclic GC's reach, so no collection ever walks them again (see .streamlit/config.toml).
+            gc.collect()
+            gc.freeze()
     return slot["model"]
 
 
@@ -55,6 +153,9 @@ def session_engine(loaded: Any, *, enable_prefix_caching: bool = True, kv_mib: i
 
     base = config or EngineConfig(enable_prefix_caching=enable_prefix_caching, block_size=block_size)
     # ``config`` (when given) wins over the two keyword shortcuts.
+    base = replace(base, max_num_batched_tokens=min(base.max_num_batched_tokens, SESSION_BATCHED_TOKENS))
     backend = ModelBackend(base, loaded=loaded)
     num_blocks = max(2, kv_mib * 2**20 // (backend.kv_bytes_per_token * base.block_size))
-    return LLMEngine(replace(base, num_blocks=num_blocks, kv_cache_memory_mib=kv_mib), backend=backend)
+    engine = LLMEngine(replace(base, num_blocks=num_blocks, kv_cache_memory_mib=kv_mib), backend=backend)
+    kv_budget().reserve(kv_mib, engine)
+    return engine
