@@ -98,23 +98,30 @@ def test_the_store_forgets_the_oldest():
 
 
 # -- fair sharing ------------------------------------------------------------------------------------------
-def test_fair_turns_serve_waiters_in_arrival_order():
+def test_fair_turns_serve_waiters_one_at_a_time_in_arrival_order():
     turns = FairTurns()
     order: list[int] = []
+    inside = [0, 0]  # now, most at once
 
     def session(i: int) -> None:
         with turns.turn():
+            inside[0] += 1
+            inside[1] = max(inside)
             order.append(i)
+            time.sleep(0.005)
+            inside[0] -= 1
 
     threads = [threading.Thread(target=session, args=(i,)) for i in range(8)]
     with turns.turn():  # someone is using the model while eight sessions line up, one after another
         for i, thread in enumerate(threads):
             thread.start()
-            while turns.waiting <= i:
+            deadline = time.monotonic() + 2
+            while turns.waiting <= i and time.monotonic() < deadline:
                 time.sleep(0.001)
+        assert order == []
     for thread in threads:
         thread.join(timeout=5)
-    assert order == list(range(8))
+    assert order == list(range(8)) and inside[1] == 1
 
 
 def test_fair_turns_release_on_error():
