@@ -141,7 +141,9 @@ def _weight_files(folder: Path) -> list[Path]:
 def write_marker(folder: Path, source: str) -> None:
     """Mark ``folder`` as a finished conversion of ``source``, with the checksum of each weights file."""
     files = {p.name: {"size": p.stat().st_size, "xxh3_128": file_checksum(p)} for p in _weight_files(folder)}
-    (folder / MARKER).write_text(json.dumps({"source": source, "files": files}, indent=1))
+    partial = folder / f".{MARKER}.tmp"  # written whole, then renamed: a reader never sees half of it
+    partial.write_text(json.dumps({"source": source, "files": files}, indent=1))
+    os.replace(partial, folder / MARKER)
 
 
 def verify_cache_folder(folder: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from teaching.share import compress_text
@@ -84,3 +86,27 @@ def test_an_alias_bomb_lesson_does_not_take_down_the_lessons_page(tmp_path, monk
     shown = errors(at)
     assert all(f"02-{name}.md" in shown for name in BAD_LESSONS), shown
     assert "aliases" in shown
+
+
+URL_VALUES = st.one_of(st.sampled_from(["", "²", "-1", "9" * 40, "custom", "design-doc", "classic", "1", "0"]),
+                       st.text(max_size=40))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(["scenario", "text", "z", "sid", "step", "policy", "bs", "blocks", "block",
+                                        "algo", "compare"]), URL_VALUES, max_size=6))
+def test_random_lab_urls_never_show_a_traceback(params):
+    at = new_app(**params)
+    start = time.monotonic()
+    at.run()
+    assert not at.exception, (params, at.exception)
+    assert time.monotonic() - start < 30
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(URL_VALUES, URL_VALUES)
+def test_random_lesson_urls_never_show_a_traceback(lesson, line):
+    at = AppTest.from_file(LESSONS_PAGE, default_timeout=60)
+    at.query_params.update(lesson=lesson, line=line)
+    at.run()
+    assert not at.exception, (lesson, line, at.exception)
