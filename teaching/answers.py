@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from engine.errors import PrefixLabError
 from engine.events import BlockRemoved, BlocksTouched, Event, RequestPreempted
 from engine.timeline import CacheSnapshot
 from teaching.scenario import ActionSpan, Scenario, ScenarioRun, run_scenario
@@ -37,7 +38,7 @@ KINDS = ("block", "blocks", "set", "number", "tokens", "percent", "status")
 STATUSES = ("waiting", "running", "preempted", "finished")
 
 
-class AnswerError(ValueError):
+class AnswerError(PrefixLabError, ValueError):
     """An answer expression that cannot be evaluated (unknown word, unknown request, ...)."""
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import yaml
 
+from engine.errors import PrefixLabError
 from teaching import limits
 from teaching.answers import (
     AnswerError,
@@ -54,7 +55,7 @@ POLICIES = ("vllm", "classic")
 _LABEL_RE = re.compile(r"#\s*@([A-Za-z0-9_\-]+)")
 
 
-class LessonError(ValueError):
+class LessonError(PrefixLabError, ValueError):
     """A lesson file that cannot be used. ``str()`` reads ``01-x.md, line 12: what is wrong``."""
 
     def __init__(self, path: Path | str, line: int | None, message: str) -> None:
