@@ -18,7 +18,7 @@ from engine.timeline import block_contents, hit_blocks
 from teaching import limits
 from teaching.describe import describe_event
 from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, request_view, token_piece
-from ui.model import SESSION_KV_MIB, check_rate, model_turn, session_engine, shared_model
+from ui.model import SESSION_KV_MIB, check_rate, model_turn, note_request, session_engine, shared_model
 from ui.persist import copy_back, mirror
 from ui.settings import current_settings
 from ui.text import plain_md
@@ -112,6 +112,7 @@ def submit(text: str) -> bool:
         s["pg_error"] = str(exc)
         return False
     s["pg_error"] = None
+    note_request(s)
     s["pg_pending"].append({"id": request_id, "mode": s["pg_mode"], "user": text})
     return True
 

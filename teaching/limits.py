@@ -38,7 +38,8 @@ MAX_LESSON_YAML_NODES = 5_000  #: nodes in one front matter (an alias bomb has b
 # -- the real model (Playground, lessons' measurements) ---------------------------------------------
 MAX_PROMPT_CHARS = 20_000  #: one Playground prompt or message (the model's context is 8,192 tokens)
 MAX_GENERATE_TOKENS = 256  #: max_tokens of one Playground request
-SESSION_MIN_INTERVAL_S = 1.0  #: a session may start at most one request per second
+SESSION_BURST = 5  #: requests a session may start back to back ...
+SESSION_REFILL_S = 3.0  #: ... then one more per this many seconds (a token bucket)
 SHARED_KV_BUDGET_MIB = 1_024  #: KV memory for every Playground session together
 KV_CHOICES_MIB = (8, 32, 128)  #: one session's pool, drawn from the shared budget
 

@@ -7,7 +7,7 @@ own :class:`~engine.llm_engine.LLMEngine` around the shared weights, with a mode
 Sharing fairly (one server, a room of students): every forward pass takes a turn on the one
 model (:func:`model_turn`, first come first served per *step*, so a long answer cannot starve
 a short one), every session's pool is drawn from one KV budget (:class:`KVBudget`), and a
-session may start at most one request per :data:`~teaching.limits.SESSION_MIN_INTERVAL_S`.
+session may start a few requests back to back, then one per :data:`~teaching.limits.SESSION_REFILL_S`.
 """
 
 from __future__ import annotations
@@ -107,13 +107,25 @@ def model_turn() -> Iterator[None]:
         yield
 
 
-def check_rate(state: Any, key: str = "_model_last_request") -> None:
-    """Refuse a request started less than ``SESSION_MIN_INTERVAL_S`` after this session's last one."""
+def _tokens(state: Any, key: str) -> tuple[float, float]:
+    """(requests this session may start now, the time that was computed at): a token bucket."""
     now = time.monotonic()
-    last = state.get(key)
-    if last is not None and now - last < limits.SESSION_MIN_INTERVAL_S:
-        raise PrefixLabError(f"Slow down: one request per {limits.SESSION_MIN_INTERVAL_S:g} s per student.")
-    state[key] = now
+    tokens, then = state.get(key, (float(limits.SESSION_BURST), now))
+    return min(float(limits.SESSION_BURST), tokens + (now - then) / limits.SESSION_REFILL_S), now
+
+
+def check_rate(state: Any, key: str = "_model_rate") -> None:
+    """Refuse a request when this session has used its burst; see :func:`note_request`."""
+    tokens, _ = _tokens(state, key)
+    if tokens < 1:
+        wait = (1 - tokens) * limits.SESSION_REFILL_S
+        raise PrefixLabError(f"Slow down: the model is shared by the whole room. Try again in {wait:.0f} s.")
+
+
+def note_request(state: Any, key: str = "_model_rate") -> None:
+    """Count one started request against this session's burst (refused ones do not count)."""
+    tokens, now = _tokens(state, key)
+    state[key] = (tokens - 1, now)
 
 Progress = Callable[[float, str], None]
 

@@ -15,7 +15,7 @@ from engine.errors import PrefixLabError
 from engine.timeline import CacheSnapshot
 from teaching import limits
 from teaching.share import ScenarioStore, compress_text, decompress_text, text_from_params, url_params
-from ui.model import FairTurns, KVBudget, check_rate
+from ui.model import FairTurns, KVBudget, check_rate, note_request
 from ui.text import plain_md
 from viz import hash_table_figure
 from viz.blocks import block_grid
@@ -149,8 +149,11 @@ def test_kv_budget_is_shared_and_returned_when_an_engine_is_dropped():
 
 def test_rate_limit_per_session():
     state: dict = {}
-    check_rate(state)
+    for _ in range(limits.SESSION_BURST):
+        check_rate(state)
+        note_request(state)
     with pytest.raises(PrefixLabError, match="Slow down"):
         check_rate(state)
-    state["_model_last_request"] -= limits.SESSION_MIN_INTERVAL_S
+    tokens, then = state["_model_rate"]
+    state["_model_rate"] = (tokens, then - limits.SESSION_REFILL_S)  # one refill period later
     check_rate(state)
