@@ -103,7 +103,7 @@ def event_card(run: ScenarioRun, contents: dict, pos: int) -> None:
     note = f"<br><i>Note: {escape(span.note)}</i>" if span and span.note and span.end == pos else ""
     st.markdown(
         f"<div class='lab-card'><div class='lab-card-head'>{head}</div>"
-        f"<span class='lab-tag'>{tag}</span> {escape(body)}{note}</div>",
+        f"<span class='lab-tag'>{tag}</span> {plain_md(body)}{note}</div>",
         unsafe_allow_html=True,
     )
 
@@ -114,7 +114,7 @@ def event_log(run: ScenarioRun, contents: dict, pos: int) -> None:
     for line in lines:
         style = "font-weight:600;background:#fff8e1" if line.current else ("color:#9e9e9e" if line.future else "")
         tag = EVENT_TAGS.get(line.kind, line.kind)
-        items.append(f"<li style='{style}'><code>{line.index:>3}</code> <b>{tag}</b> {escape(line.text)}</li>")
+        items.append(f"<li style='{style}'><code>{line.index:>3}</code> <b>{tag}</b> {plain_md(line.text)}</li>")
     st.markdown("<ul class='lab-log'>" + "".join(items) + "</ul>", unsafe_allow_html=True)
 
 
