@@ -4,9 +4,11 @@ Starts the app (``streamlit run app.py`` with the repository's ``.streamlit/conf
 loopback port, then opens websocket sessions that speak Streamlit's protocol (``BackMsg`` /
 ``ForwardMsg`` protobufs on ``/_stcore/stream``), exactly what a browser tab sends:
 
-* ``--autoplay`` sessions press Play in the lab and follow the server's ``auto_rerun`` ticks,
-  each tick sent only once the previous run has finished (the in-browser player's behaviour:
-  it never queues a rerun behind an unfinished one);
+* ``--autoplay`` sessions play the lab. With ``--autoplay-mode rests`` (the default) they do what
+  the in-browser lab player leaves to the server: playback runs in the browser, and the player
+  reports its position (one rerun) each time playback rests, here every 5 s. With
+  ``--autoplay-mode ticks`` they press Play and follow the server's ``auto_rerun`` ticks (the
+  server-side autoplay of before), each tick sent only once the previous run has finished;
 * ``--steppers`` sessions press Forward in the lab once a second;
 * ``--playground`` sessions send the preset's questions to the real model, one at a time.
 
@@ -40,6 +42,7 @@ from websockets.exceptions import ConnectionClosed
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 120.0  # one script run (a Playground answer on a loaded CPU can take a while)
+REST_EVERY_S = 5.0  # how often an autoplaying student's in-browser player reports where it rests
 
 
 # -- one browser tab ------------------------------------------------------------------------------------------
@@ -154,11 +157,16 @@ async def stepper(base: str, results: Results, until: float) -> None:
         tab.close()
 
 
-async def autoplayer(base: str, results: Results, until: float) -> None:
+async def autoplayer(base: str, results: Results, until: float, mode: str) -> None:
     tab = Tab(base, query="scenario=eviction-pressure")
     await tab.connect()
     try:
         await tab.rerun()
+        if mode == "rests":  # the browser plays; the server hears about it when playback rests
+            while time.monotonic() < until:
+                await asyncio.sleep(REST_EVERY_S)
+                results.autoplay_ticks.append(await tab.rerun())
+            return
         await tab.rerun("play")
         while time.monotonic() < until:
             if tab.auto_rerun is None:  # reached the end: play again from the start
@@ -337,17 +345,17 @@ async def main_async(args: argparse.Namespace) -> None:
         until = time.monotonic() + args.seconds
         proc = psutil.Process(server.pid)
         tasks = [health_checker(base, results, until, proc)]
-        tasks += [autoplayer(base, results, until) for _ in range(args.autoplay)]
+        tasks += [autoplayer(base, results, until, args.autoplay_mode) for _ in range(args.autoplay)]
         tasks += [stepper(base, results, until) for _ in range(args.steppers)]
         tasks += [playground_student(base, results, until, delay=i * 0.7) for i in range(args.playground)]
         await asyncio.wait_for(asyncio.gather(*tasks), args.seconds + RUN_TIMEOUT_S + 30)
         load = os.getloadavg()
         ttft_ratio = pct(results.ttft, 0.95) / statistics.median(alone)
-        print(f"\n{args.autoplay} autoplaying + {args.steppers} stepping + {args.playground} Playground sessions, "
+        print(f"\n{args.autoplay} autoplaying ({args.autoplay_mode}) + {args.steppers} stepping + {args.playground} Playground sessions, "
               f"{args.seconds} s, machine load average {load[0]:.1f} ({os.cpu_count()} cores)")
         print(f"lab step latency: p50 {pct(results.steps, .5):.2f} s, p95 {pct(results.steps, .95):.2f} s "
               f"({len(results.steps)} steps)")
-        print(f"autoplay tick: p50 {pct(results.autoplay_ticks, .5):.2f} s, p95 {pct(results.autoplay_ticks, .95):.2f} s "
+        print(f"autoplay rerun: p50 {pct(results.autoplay_ticks, .5):.2f} s, p95 {pct(results.autoplay_ticks, .95):.2f} s "
               f"({len(results.autoplay_ticks)} ticks)")
         print(f"Playground TTFT: p50 {pct(results.ttft, .5):.2f} s, p95 {pct(results.ttft, .95):.2f} s "
               f"= {ttft_ratio:.1f}x unloaded ({len(results.ttft)} requests; whole request p50 {pct(results.requests, .5):.2f} s)")
@@ -366,6 +374,8 @@ def main() -> None:
     parser.add_argument("--autoplay", type=int, default=10)
     parser.add_argument("--steppers", type=int, default=10)
     parser.add_argument("--playground", type=int, default=10)
+    parser.add_argument("--autoplay-mode", choices=["rests", "ticks"], default="rests",
+                        help="rests: the in-browser player's position reports; ticks: server-side autoplay")
     parser.add_argument("--gc-compare", action="store_true", help="also measure server CPU per lab step, GC on vs off")
     args = parser.parse_args()
     for name in ("autoplay", "steppers", "playground"):

@@ -42,6 +42,7 @@ SESSION_BURST = 5  #: requests a session may start back to back ...
 SESSION_REFILL_S = 3.0  #: ... then one more per this many seconds (a token bucket)
 SHARED_KV_BUDGET_MIB = 1_024  #: KV memory for every Playground session together
 KV_CHOICES_MIB = (8, 32, 128)  #: one session's pool, drawn from the shared budget
+MODEL_SWITCH_INTERVAL_S = 0.0005  #: Python's thread switch interval once the model is loaded (default 0.005)
 
 # -- URLs ---------------------------------------------------------------------------------------------
 MAX_URL_SCENARIO_CHARS = 6_000  #: above this a shared scenario gets a short id instead of living in the URL

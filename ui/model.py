@@ -13,6 +13,7 @@ session may start a few requests back to back, then one per :data:`~teaching.lim
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import time
 import weakref
@@ -155,6 +156,10 @@ def shared_model(name: str = DEFAULT_MODEL, progress: Progress | None = None) ->
             # cyclic GC's reach, so no collection ever walks them again (see .streamlit/config.toml).
             gc.collect()
             gc.freeze()
+            # A forward pass hands the GIL back and forth at every tensor op; with a room of lab
+            # sessions running Python in other threads, each hand-back waits up to the switch
+            # interval (5 ms by default), which multiplies a step's time. A shorter one keeps it near.
+            sys.setswitchinterval(limits.MODEL_SWITCH_INTERVAL_S)
     return slot["model"]
 
 
