@@ -211,8 +211,9 @@ def stream_pending(eng: LLMEngine) -> None:
             st.markdown(f"**{item['id']}** · generating…")
             text_slot = st.empty()
             try:
-                while not eng.get_request(item["id"]).is_finished:
-                    with model_turn():  # one forward pass, then every other waiting student gets theirs
+                while not (request := eng.get_request(item["id"])).is_finished:
+                    # One forward pass, then every other waiting student gets theirs; a first token goes first.
+                    with model_turn(first=request.num_output_tokens == 0):
                         eng.step()
                     text_slot.markdown(plain_md(eng.output_of(item["id"]).text) + " ▌")
             except (PrefixLabError, RuntimeError) as exc:

@@ -13,10 +13,12 @@ session may start a few requests back to back, then one per :data:`~teaching.lim
 from __future__ import annotations
 
 import gc
+import itertools
 import sys
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -37,32 +39,44 @@ SESSION_BATCHED_TOKENS = 512
 
 
 class FairTurns:
-    """A first-come-first-served lock: waiting threads get the model in the order they asked.
+    """The shared model's queue: one step at a time, first come first served, first tokens first.
 
     ``threading.Lock`` wakes an arbitrary waiter, so a busy session could take turn after turn;
-    tickets make every session that wants the model wait at most one step of every other.
+    here every session that wants the model waits at most one step of every other. A step that
+    computes a request's first token (``first=True``: its prefill) goes ahead of decode steps, so a
+    student who just pressed Send sees text after a step or two, not after a round of everyone's
+    decode steps (what vLLM gets by batching prefills with decodes; here each session has its own
+    engine, so the turns are interleaved instead).
     """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._next_ticket = 0
-        self._serving = 0
+        self._tickets = itertools.count()
+        self._queues: tuple[deque[int], deque[int]] = (deque(), deque())  # first tokens, then the rest
+        self._busy = False
         self.waiting = 0
 
+    def _head(self) -> int | None:
+        first, rest = self._queues
+        return first[0] if first else rest[0] if rest else None
+
     @contextmanager
-    def turn(self) -> Iterator[None]:
+    def turn(self, first: bool = False) -> Iterator[None]:
         with self._cond:
-            ticket = self._next_ticket
-            self._next_ticket += 1
+            ticket = next(self._tickets)
+            queue = self._queues[0 if first else 1]
+            queue.append(ticket)
             self.waiting += 1
-            while ticket != self._serving:
+            while self._busy or self._head() != ticket:
                 self._cond.wait()
+            queue.popleft()
+            self._busy = True
             self.waiting -= 1
         try:
             yield
         finally:
             with self._cond:
-                self._serving += 1
+                self._busy = False
                 self._cond.notify_all()
 
 
@@ -102,9 +116,12 @@ def kv_budget() -> KVBudget:
 
 
 @contextmanager
-def model_turn() -> Iterator[None]:
-    """Hold the shared model for one step (a forward pass): ``with model_turn(): engine.step()``."""
-    with model_turns().turn():
+def model_turn(first: bool = False) -> Iterator[None]:
+    """Hold the shared model for one step (a forward pass): ``with model_turn(): engine.step()``.
+
+    ``first``: the step computes a request's first token (see :class:`FairTurns`).
+    """
+    with model_turns().turn(first):
         yield
 
 

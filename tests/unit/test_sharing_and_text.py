@@ -124,6 +124,27 @@ def test_fair_turns_serve_waiters_one_at_a_time_in_arrival_order():
     assert order == list(range(8)) and inside[1] == 1
 
 
+def test_first_tokens_go_before_decode_steps():
+    turns = FairTurns()
+    order: list[str] = []
+
+    def session(name: str, first: bool) -> None:
+        with turns.turn(first):
+            order.append(name)
+
+    arrivals = [("decode-a", False), ("decode-b", False), ("prefill-c", True), ("decode-d", False), ("prefill-e", True)]
+    threads = [threading.Thread(target=session, args=arrival) for arrival in arrivals]
+    with turns.turn():
+        for i, thread in enumerate(threads):
+            thread.start()
+            deadline = time.monotonic() + 2
+            while turns.waiting <= i and time.monotonic() < deadline:
+                time.sleep(0.001)
+    for thread in threads:
+        thread.join(timeout=5)
+    assert order == ["prefill-c", "prefill-e", "decode-a", "decode-b", "decode-d"]
+
+
 def test_fair_turns_release_on_error():
     turns = FairTurns()
     with pytest.raises(RuntimeError), turns.turn():
