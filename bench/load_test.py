@@ -39,6 +39,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
+from websockets.typing import Subprotocol
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 120.0  # one script run (a Playground answer on a loaded CPU can take a while)
@@ -64,7 +65,7 @@ class Tab:
 
     async def connect(self) -> None:
         self.conn = await connect(f"ws://{self.base}/_stcore/stream", open_timeout=30, max_size=64 * 2**20,
-                                  subprotocols=["streamlit"], ping_interval=None)
+                                  subprotocols=[Subprotocol("streamlit")], ping_interval=None)
         asyncio.get_running_loop().create_task(self._read())
 
     async def _read(self) -> None:
