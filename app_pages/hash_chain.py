@@ -11,6 +11,7 @@ import streamlit as st
 from engine.errors import PrefixLabError
 from engine.hashing import HASH_FUNCTIONS, BlockHasher
 from teaching.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache, replace_token
+from ui.text import plain_md
 from viz.hash_chain import changed_blocks, hash_chain_figure, lookup_text, short
 
 DEFAULT_PROMPT = "system : you are a helpful tutor . user : my dog ate my homework , what should I do now ?"
@@ -98,7 +99,7 @@ try:
         block_size=block_size, hash_algo=algo, hash_seed=seed,
     )
 except PrefixLabError as err:
-    st.error(str(err))
+    st.error(plain_md(str(err)))
     st.stop()
 
 probe_blocks, cached_blocks = result.probe.blocks, result.cached.blocks
@@ -124,12 +125,12 @@ if step:
     block = result.probe.full_blocks[step - 1]
     st.markdown(
         f"**Block {block.index}** = H(parent `{short(block.parent_hash)}`, tokens {list(block.token_ids)}, "
-        f"extra keys `{block.extra_keys}`) = `{short(block.block_hash)}` → "
+        f"extra keys {plain_md(str(block.extra_keys))}) = `{short(block.block_hash)}` → "
         f"{lookup_text(block, result.num_hit_blocks)}"
     )
 
 st.info(
-    f"**Seed** `{result.seed[:16]}{'…' if len(result.seed) > 16 else ''}`: {seed_reason}. "
+    f"**Seed** {plain_md(result.seed[:16])}{'…' if len(result.seed) > 16 else ''}: {seed_reason}. "
     f"NONE_HASH = hash(seed) = `{short(result.none_hash, 16)}…`, the parent of block 0."
 )
 if algo.startswith("xxhash") and not seed_text.strip():
@@ -149,7 +150,8 @@ m3.metric("blocks r2 hits", result.num_hit_blocks)
 notes = []
 if how == "r1 with one token edited":
     before, after = result.cached.tokens_text[edit_pos], result.probe.tokens_text[edit_pos]
-    notes.append(f"r2 is r1 with token {edit_pos} changed from {before!r} to {after!r}: it sits in block {edit_pos // block_size}.")
+    notes.append(f"r2 is r1 with token {edit_pos} changed from {plain_md(repr(before))} to {plain_md(repr(after))}: "
+                 f"it sits in block {edit_pos // block_size}.")
 if changed:
     notes.append(
         f"Hashes differ from r1 from block {changed[0]} on ({len(changed)} of {num_full}): "

@@ -28,6 +28,7 @@ from ui.persist import copy_back, mirror
 from ui.settings import LabSettings, current_settings
 from ui.state import CUSTOM, get_runs, init_lab_state, scenario_text, write_url
 from ui.style import LAB_CSS
+from ui.text import plain_md
 from viz import (
     block_grid,
     block_tables_figure,
@@ -102,7 +103,7 @@ def event_card(run: ScenarioRun, contents: dict, pos: int) -> None:
     note = f"<br><i>Note: {escape(span.note)}</i>" if span and span.note and span.end == pos else ""
     st.markdown(
         f"<div class='lab-card'><div class='lab-card-head'>{head}</div>"
-        f"<span class='lab-tag'>{tag}</span> {escape(body)}{note}</div>",
+        f"<span class='lab-tag'>{tag}</span> {plain_md(body)}{note}</div>",
         unsafe_allow_html=True,
     )
 
@@ -113,7 +114,7 @@ def event_log(run: ScenarioRun, contents: dict, pos: int) -> None:
     for line in lines:
         style = "font-weight:600;background:#fff8e1" if line.current else ("color:#9e9e9e" if line.future else "")
         tag = EVENT_TAGS.get(line.kind, line.kind)
-        items.append(f"<li style='{style}'><code>{line.index:>3}</code> <b>{tag}</b> {escape(line.text)}</li>")
+        items.append(f"<li style='{style}'><code>{line.index:>3}</code> <b>{tag}</b> {plain_md(line.text)}</li>")
     st.markdown("<ul class='lab-log'>" + "".join(items) + "</ul>", unsafe_allow_html=True)
 
 
@@ -296,7 +297,7 @@ def main() -> None:
     try:
         runs = get_runs(scenario_text(st.session_state["lab_source"]), settings)
     except ScenarioError as exc:
-        st.error(f"This scenario cannot be played with the current settings. {exc}")
+        st.error(f"This scenario cannot be played with the current settings. {plain_md(str(exc))}")
         st.caption("Change the sidebar settings (empty = the scenario's own) or fix the scenario in the editor.")
         return
     primary = runs.runs[settings.free_policy]
@@ -305,7 +306,7 @@ def main() -> None:
     with t0.popover(f"About · {primary.num_blocks} blocks × {primary.block_size} tokens", icon=":material/info:",
                     width="stretch"):
         if scenario.description:
-            st.markdown(scenario.description)
+            st.markdown(plain_md(scenario.description))
         st.code(scenario.text, language=None, line_numbers=True)
     t1.toggle("vLLM vs classic", key=mirror("lab_compare"), on_change=copy_back("lab_compare"))
     t2.toggle("Predict the victim", key=mirror("lab_predict"), on_change=on_predict_change, args=(primary,))

@@ -20,6 +20,7 @@ from engine.timeline import block_contents, hit_blocks
 from teaching.describe import EVENT_TAGS, describe_event
 from teaching.lesson_measure import measure_ttft, real_model_available
 from teaching.lessons import Answer, Lesson, LessonError, Question, answer_question, load_lessons
+from teaching.limits import parse_whole_number
 from teaching.scenario import ScenarioRun, run_scenario
 from ui.persist import copy_back, mirror
 from ui.state import CUSTOM, init_lab_state
@@ -82,8 +83,7 @@ def step_controls(lesson: Lesson) -> int:
     positions = [0, *lesson.action_lines]
     key = pos_key(lesson)
     if key not in st.session_state:  # first visit: a shared URL may name the line
-        wanted = st.query_params.get("line", "0")
-        st.session_state[key] = int(wanted) if wanted.isdigit() else 0
+        st.session_state[key] = parse_whole_number(st.query_params.get("line"), 0, 10**6) or 0
     if st.session_state[key] not in positions:
         st.session_state[key] = 0
     current = st.session_state[key]

@@ -13,6 +13,7 @@ from ui.persist import copy_back, mirror
 from ui.settings import current_settings
 from ui.state import CUSTOM, get_runs, init_lab_state
 from ui.style import LAB_CSS
+from ui.text import plain_md
 
 CHEATSHEET = """\
 | line | meaning |
@@ -38,7 +39,7 @@ def load_builtin() -> None:
 
 def summary(scenario: Scenario) -> str:
     requests = len(scenario.request_ids)
-    return (f"**{scenario.title}** — {requests} request{'s' if requests != 1 else ''}, "
+    return (f"**{plain_md(scenario.title)}** — {requests} request{'s' if requests != 1 else ''}, "
             f"{len(scenario.actions)} action{'s' if len(scenario.actions) != 1 else ''}.")
 
 
@@ -94,7 +95,7 @@ def main() -> None:
     error = st.session_state.get("editor_error")
     with msg:
         if error is not None:
-            st.error(str(error), icon=":material/error:")
+            st.error(plain_md(str(error)), icon=":material/error:")
         elif st.session_state.get("editor_ok"):
             st.success(st.session_state["editor_ok"], icon=":material/check_circle:")
     if error is not None and error.line_no is not None:

@@ -13,6 +13,7 @@ from engine.errors import PrefixLabError
 from engine.hashing import HASH_FUNCTIONS
 from teaching.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache
 from teaching.why_miss import explain
+from ui.text import plain_md
 from viz.hash_chain import short
 from viz.theme import STATE_COLORS
 from viz.tokens import token_blocks_figure
@@ -112,13 +113,13 @@ try:
         block_size=block_size, hash_algo=algo,
     )
 except PrefixLabError as err:
-    st.error(str(err))
+    st.error(plain_md(str(err)))
     st.stop()
 
 explanation = explain(result)
 verdict = st.success if result.num_hit_blocks else st.warning
 verdict(f"#### {explanation.headline}")  # big enough to read from the back of a room
-st.markdown("\n".join(f"- {reason}" for reason in explanation.reasons))
+st.markdown("\n".join(f"- {plain_md(reason)}" for reason in explanation.reasons))
 
 diff = result.first_diff_token
 for trace, is_probe, title in (

@@ -9,6 +9,7 @@ They survive preemption, so a resumed request can look itself up again for free.
 from __future__ import annotations
 
 import enum
+import math
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -38,8 +39,8 @@ class SamplingParams:
     def __post_init__(self) -> None:
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens <= 0:
             raise InvalidRequestError(f"max_tokens must be a positive integer, got {self.max_tokens!r}.")
-        if self.temperature < 0:
-            raise InvalidRequestError(f"temperature must be >= 0, got {self.temperature}.")
+        if not math.isfinite(self.temperature) or self.temperature < 0:  # nan < 0 is False
+            raise InvalidRequestError(f"temperature must be a finite number >= 0, got {self.temperature}.")
         if not 0 < self.top_p <= 1:
             raise InvalidRequestError(f"top_p must be in (0, 1], got {self.top_p}.")
         if self.top_k < 0:

@@ -235,7 +235,7 @@ def parse_expression(text: str) -> Expression:
     if len(args) != 1:
         raise AnswerError(f"'{name}' needs one {word.arg}, like '{name} {'r1' if word.arg == 'request' else '3'}'.")
     if word.arg == "block":
-        if not args[0].isdigit():
+        if not (args[0].isascii() and args[0].isdecimal() and len(args[0]) <= 9):  # isdigit() takes '²'
             raise AnswerError(f"'{name}' needs a block number, got {args[0]!r}.")
         return Expression(word, int(args[0]))
     return Expression(word, args[0])

@@ -27,10 +27,11 @@ def progress(fraction: float, message: str) -> None:
 def generate(args: argparse.Namespace) -> int:
     from engine import EngineConfig, LLMEngine, SamplingParams
 
-    engine = LLMEngine(EngineConfig(model=args.model, enable_prefix_caching=not args.no_cache), progress=progress)
-    prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
+    # The sampling settings first: a bad one is reported before the model takes seconds to load.
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                             top_k=args.top_k, seed=args.seed)
+    engine = LLMEngine(EngineConfig(model=args.model, enable_prefix_caching=not args.no_cache), progress=progress)
+    prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
     output = engine.generate([prompt], params)[0]
     print(output.text)
     print(file=sys.stderr)
@@ -61,6 +62,22 @@ def serve(args: argparse.Namespace) -> int:
     return run_server(config, engine_config, args.host, args.port, progress=progress)
 
 
+def read_scenario_file(path: str) -> str:
+    """A scenario file's text, read no further than the size limit (``/dev/zero`` never ends)."""
+    from teaching.limits import MAX_SCENARIO_CHARS, LimitError
+
+    limit = 4 * MAX_SCENARIO_CHARS  # UTF-8 takes at most 4 bytes per character
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise LimitError(f"{path!r} is over {limit:,} bytes; a scenario may be at most {MAX_SCENARIO_CHARS:,} characters.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LimitError(f"{path!r} is not UTF-8 text (byte {exc.start} is {data[exc.start:exc.start + 1]!r}); "
+                         "save the scenario as UTF-8.") from None
+
+
 def replay(args: argparse.Namespace) -> int:
     from teaching.describe import describe_event  # the CLI is a front end, like the app: same wording
     from teaching.scenario import ScenarioError, run_scenario
@@ -70,8 +87,10 @@ def replay(args: argparse.Namespace) -> int:
         text = BUILTIN_SCENARIOS[args.scenario]
     else:
         try:
-            with open(args.scenario, encoding="utf-8") as handle:
-                text = handle.read()
+            text = read_scenario_file(args.scenario)
+        except PrefixLabError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         except OSError as exc:
             print(f"error: cannot read {args.scenario!r} ({exc.strerror}); built-in scenarios: "
                   f"{', '.join(BUILTIN_SCENARIOS)}", file=sys.stderr)

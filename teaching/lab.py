@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from engine.events import BlockRemoved, BlocksAllocated, Event, StepStarted
 from engine.kv_cache import FREE_POLICIES
 from engine.timeline import block_contents
+from teaching import limits
 from teaching.scenario import ScenarioRun, parse_scenario, run_scenario
 
 #: Jump buttons: label -> event kinds to stop after.
@@ -45,7 +46,9 @@ def build_runs(
     """Parse once, play under each policy. Raises :class:`~teaching.scenario.ScenarioError`."""
     scenario = parse_scenario(text)
     runs = {
-        policy: run_scenario(scenario, policy, block_size=block_size, num_blocks=num_blocks, hash_algo=hash_algo)
+        # One time budget for both runs together: the lab plays each scenario twice.
+        policy: run_scenario(scenario, policy, block_size=block_size, num_blocks=num_blocks, hash_algo=hash_algo,
+                             time_budget_s=limits.SCENARIO_TIME_BUDGET_S / len(FREE_POLICIES))
         for policy in FREE_POLICIES
     }
     return LabRuns(text, runs, {p: block_contents(r.events) for p, r in runs.items()})

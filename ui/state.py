@@ -11,7 +11,9 @@ import streamlit as st
 
 from engine.kv_cache import FREE_POLICIES
 from teaching.lab import LabRuns, build_runs
+from teaching.limits import parse_whole_number
 from teaching.scenario_library import BUILTIN_SCENARIOS
+from teaching.share import ScenarioStore, text_from_params, url_params
 from ui.settings import HASH_ALGOS, LabSettings
 
 CUSTOM = "custom"
@@ -53,12 +55,14 @@ def get_runs(text: str, settings: LabSettings) -> LabRuns:
 
 
 # -- URL -------------------------------------------------------------------------------------------------
+@st.cache_resource(show_spinner=False)
+def shared_scenarios() -> ScenarioStore:
+    """Scenarios too long for a URL, by short id, for every session of this server."""
+    return ScenarioStore()
+
+
 def _int(value: str | None, lo: int, hi: int) -> int | None:
-    try:
-        number = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if lo <= number <= hi else None
+    return parse_whole_number(value, lo, hi)
 
 
 def restore_from_url() -> None:
@@ -71,10 +75,12 @@ def restore_from_url() -> None:
     source = q.get("scenario")
     if source in BUILTIN_SCENARIOS:
         st.session_state["lab_source"] = source
-    elif source == CUSTOM and q.get("text"):
-        st.session_state["custom_text"] = q["text"]
-        st.session_state["editor_text"] = q["text"]
-        st.session_state["lab_source"] = CUSTOM
+    elif source == CUSTOM:
+        text = text_from_params({k: q.get(k) or "" for k in ("sid", "z", "text")}, shared_scenarios())
+        if text:
+            st.session_state["custom_text"] = text
+            st.session_state["editor_text"] = text
+            st.session_state["lab_source"] = CUSTOM
     step = _int(q.get("step"), 0, 10**7)
     if step is not None:
         st.session_state["lab_pos"] = step
@@ -97,7 +103,7 @@ def write_url(settings: LabSettings) -> None:
     s = st.session_state
     params: dict[str, str] = {"scenario": s["lab_source"], "step": str(s["lab_pos"]), "policy": settings.free_policy}
     if s["lab_source"] == CUSTOM:
-        params["text"] = s["custom_text"]
+        params.update(url_params(s["custom_text"], shared_scenarios()))
     if settings.hash_algo != "sha256":
         params["algo"] = settings.hash_algo
     if settings.block_size:

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from engine.timeline import CacheSnapshot
 from teaching.describe import TokenText, tokens_label
-from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
+from viz.theme import STATE_COLORS, STATE_LABELS, base_layout, plain_text
 
 DARK_FILLS = {"null", "in_use", "hit", "computed", "evicted"}
 TILE = 0.9  # tile width/height in grid units (the rest is the gap)
@@ -116,7 +116,7 @@ def block_grid(
             if owners:
                 lines.append(", ".join(owners) if len(owners) <= 2 else f"{owners[0]} +{len(owners) - 1}")
             label = "<br>".join(lines)
-        tokens = tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text)
+        tokens = plain_text(tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text))
         hover = [f"<b>block {block_id}</b> — {STATE_LABELS[state]}"]
         if block_id == 0:
             hover.append("reserved placeholder, never allocated")

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from engine.timeline import CacheSnapshot
 from teaching.describe import TokenText, tokens_label
 from viz.blocks import as_id_set, text_color, tile_labels
-from viz.theme import STATE_COLORS, base_layout
+from viz.theme import STATE_COLORS, base_layout, plain_text
 
 NODE_W = 0.68  # node width in grid units; the rest of each unit is the arrow
 
@@ -61,7 +61,7 @@ def free_queue_figure(
         xs.append(x0 + NODE_W / 2)
         ys.append(y0 + 0.4)
         texts.append(f"<b>{block_id}</b><br>{block_hash.hex()[:4] if block_hash else '—'}")
-        tokens = tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text)
+        tokens = plain_text(tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text))
         if block_hash is None:
             detail = "no hash: nothing is lost when it is reused"
         else:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
+from viz.theme import STATE_COLORS, STATE_LABELS, base_layout, plain_text
 
 if TYPE_CHECKING:
     from teaching.prefix_probe import BlockTrace
@@ -41,7 +41,7 @@ def short(block_hash: bytes | None, n: int = 8) -> str:
 
 def _tokens_line(tokens: Sequence[str]) -> str:
     line = " ".join(tokens)
-    return line if len(line) <= MAX_TOKEN_LINE else line[: MAX_TOKEN_LINE - 1] + "…"
+    return plain_text(line if len(line) <= MAX_TOKEN_LINE else line[: MAX_TOKEN_LINE - 1] + "…")
 
 
 def _extra_short(extra_keys: tuple | None) -> str:
@@ -56,7 +56,7 @@ def _extra_short(extra_keys: tuple | None) -> str:
             parts.append(f"salt {key[1]}")
         else:
             parts.append(str(key[0]))
-    return " · ".join(parts)
+    return plain_text(" · ".join(parts))
 
 
 def _box_text(block: BlockTrace) -> str:
@@ -68,7 +68,7 @@ def _box_text(block: BlockTrace) -> str:
 
 
 def _hover(block: BlockTrace, who: str) -> str:
-    head = f"{who} block {block.index}: tokens {block.start}-{block.end - 1}<br>{' '.join(block.tokens_text)}"
+    head = f"{who} block {block.index}: tokens {block.start}-{block.end - 1}<br>{plain_text(' '.join(block.tokens_text))}"
     if not block.is_full:
         return head + "<br>partial block: never hashed, so never cached"
     return (

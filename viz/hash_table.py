@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from engine.timeline import CacheSnapshot
 from teaching.describe import TokenText, tokens_label
 from viz.blocks import as_id_set
-from viz.theme import STATE_COLORS, base_layout
+from viz.theme import STATE_COLORS, base_layout, plain_text
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def hash_table_figure(
         cells = [["(empty)"], [""], ["no block is cached yet"]]
         fills, font_colors = ["white"], ["#616161"]
     else:
-        cells = [[r.short_hash for r in rows], [r.blocks_label for r in rows], [r.tokens for r in rows]]
+        cells = [[r.short_hash for r in rows], [r.blocks_label for r in rows], [plain_text(r.tokens) for r in rows]]
     fig = go.Figure(
         go.Table(
             columnwidth=[1.2, 1.6, 2.4],

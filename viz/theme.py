@@ -5,6 +5,8 @@ Chosen to stay distinct for the common colour-vision deficiencies and on a proje
 
 from __future__ import annotations
 
+from html import escape
+
 #: Block / token states, used by every figure and legend.
 STATE_COLORS: dict[str, str] = {
     "hit": "#2e7d32",  # served from the prefix cache
@@ -45,3 +47,12 @@ def base_layout(**overrides: object) -> dict[str, object]:
     )
     layout.update(overrides)
     return layout
+
+
+def plain_text(text: str) -> str:
+    """User or model text for a Plotly label or hover: shown as typed, never as markup.
+
+    Plotly reads a subset of HTML in text (``<a href>``, ``<b>``, ``<br>``, ...), so a token like
+    ``<a href="...">`` would become a link. Escaped, it reads the same and does nothing.
+    """
+    return escape(text, quote=False)

@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 
 import plotly.graph_objects as go
 
-from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
+from viz.theme import STATE_COLORS, STATE_LABELS, base_layout, plain_text
 
 #: The states a block of a request can be in, in legend order.
 BLOCK_STATES = ("hit", "computed", "partial")
@@ -127,9 +127,9 @@ def token_blocks_figure(
             x=[cell_x(p) + 0.5 for p in range(len(tokens_text))],
             y=[row_y(p // block_size) for p in range(len(tokens_text))],
             mode="text",
-            text=[_clip(t, clip_at) for t in tokens_text],
+            text=[plain_text(_clip(t, clip_at)) for t in tokens_text],
             textfont=dict(color=[_TEXT_ON[states[p // block_size]] for p in range(len(tokens_text))]),
-            hovertext=[f"token {p}: {t!r} (block {p // block_size})" for p, t in enumerate(tokens_text)],
+            hovertext=[plain_text(f"token {p}: {t!r} (block {p // block_size})") for p, t in enumerate(tokens_text)],
             hoverinfo="text",
             showlegend=False,
         )

@@ -77,8 +77,12 @@ def test_empty_and_too_long_prompts_show_the_engine_message_and_keep_the_text() 
     at.text_area(key="_w_pg_message").set_value(long_text)
     at.button(key="pg_send").click().run()
     assert not at.exception
-    assert "exceeds" in at.error[0].value or "KV slots" in at.error[0].value
+    assert "the limit here is 20,000" in at.error[0].value  # teaching.limits: refused before tokenizing
     assert at.text_area(key="_w_pg_message").value == long_text
+    long_text = "word " * 3000  # under the size limit, over the pool
+    at.text_area(key="_w_pg_message").set_value(long_text)
+    at.button(key="pg_send").click().run()
+    assert "exceeds" in at.error[0].value or "KV slots" in at.error[0].value
 
 
 def test_reset_prefix_cache_and_caching_switch() -> None:
