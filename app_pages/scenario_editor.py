@@ -64,12 +64,15 @@ def run_in_lab() -> None:
 
 
 def check() -> None:
+    """Parse *and play* the text, as the lab will: a pool too small for a request fails here, not later."""
+    text = current_text()
     try:
-        scenario = parse_scenario(current_text())
+        scenario = parse_scenario(text)
+        get_runs(text, current_settings())
     except ScenarioError as exc:
         st.session_state.update(editor_error=exc, editor_ok=None)
         return
-    st.session_state.update(editor_error=None, editor_ok="Looks good: " + summary(scenario))
+    st.session_state.update(editor_error=None, editor_ok="Looks good, it plays to the end: " + summary(scenario))
 
 
 def main() -> None:
