@@ -16,7 +16,7 @@ from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
 from engine.timeline import hit_blocks
 from teaching.describe import block_contents, describe_event
-from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, request_view, token_piece
+from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, metrics_text, request_view, token_piece
 from ui.model import SESSION_KV_MIB, session_engine, shared_model
 from ui.persist import copy_back, mirror
 from ui.settings import current_settings
@@ -163,12 +163,7 @@ def load_model_with_progress() -> None:
 
 
 def metrics_line(view: RequestView) -> str:
-    m = view.metrics
-    ttft = m.get("ttft_s")
-    ttft_text = f"{ttft * 1000:.0f} ms" if ttft is not None else "…"
-    return (f"**TTFT {ttft_text}** · prompt {m.get('prompt_tokens')} tokens · "
-            f"**{m.get('cached_tokens')} cached** (saved) · **{m.get('computed_prefill_tokens')} computed** in prefill · "
-            f"{m.get('output_tokens')} generated")
+    return metrics_text(view.metrics)
 
 
 def blocks_figure(view: RequestView) -> go.Figure:

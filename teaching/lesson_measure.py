@@ -3,20 +3,20 @@
 A lesson may list a system prompt and a few user questions (front-matter key ``measure``).
 This module sends them one at a time to engines with and without prefix caching (the loop of
 :mod:`teaching.ttft`, shared with the Compare page) and reports for each request how many prompt
-tokens came from the cache and its median TTFT. It takes any back end: the real model (``engine.model.ModelBackend``)
+tokens came from the cache and its median TTFT over several rounds, with the spread. It takes any back end: the real model (``engine.model.ModelBackend``)
 when it is available, or the simulator in tests.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.simulator import SimulatorBackend
+from teaching.ttft import DEFAULT_REPEATS
 from teaching.ttft import measure_ttft as measure_ttft_samples
 
 
@@ -27,7 +27,7 @@ class MeasureSpec:
     system: str
     questions: tuple[str, ...]
     block_size: int = 16
-    repeats: int = 3
+    repeats: int = DEFAULT_REPEATS
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,12 @@ class TTFTRow:
     question: str
     prompt_tokens: int
     cached_tokens: int
-    ttft_on_ms: float
+    ttft_on_ms: float  # medians over the rounds
     ttft_off_ms: float
+    on_range_ms: tuple[float, float] = (0.0, 0.0)  # lowest and highest round
+    off_range_ms: tuple[float, float] = (0.0, 0.0)
+    prefill_on_ms: float = 0.0  # median forward-pass time of the prompt
+    prefill_off_ms: float = 0.0
 
     @property
     def computed_tokens(self) -> int:
@@ -75,13 +79,13 @@ def measure_ttft(spec: MeasureSpec, backend: Any) -> list[TTFTRow]:
         return LLMEngine(config, backend=backend)
 
     prompts = [_prompt(backend, spec.system, question) for question in spec.questions]
-    rounds = [measure_ttft_samples(make_engine, prompts) for _ in range(spec.repeats)]
-
-    def median_ms(index: int, caching: bool) -> float:
-        return statistics.median(1000 * s.ttft_s for r in rounds for s in r if s.request == index + 1 and s.caching == caching)
-
-    first = {s.request: s for s in rounds[0] if s.caching}
+    samples = measure_ttft_samples(make_engine, prompts, repeats=spec.repeats)
+    on = {s.request: s for s in samples if s.caching}
+    off = {s.request: s for s in samples if not s.caching}
     return [
-        TTFTRow(question, first[i + 1].prompt_tokens, first[i + 1].cached_tokens, median_ms(i, True), median_ms(i, False))
-        for i, question in enumerate(spec.questions)
+        TTFTRow(question, on[i].prompt_tokens, on[i].cached_tokens, 1000 * on[i].ttft_s, 1000 * off[i].ttft_s,
+                on_range_ms=(1000 * on[i].low_s, 1000 * on[i].high_s),
+                off_range_ms=(1000 * off[i].low_s, 1000 * off[i].high_s),
+                prefill_on_ms=1000 * on[i].prefill_s, prefill_off_ms=1000 * off[i].prefill_s)
+        for i, question in enumerate(spec.questions, start=1)
     ]
