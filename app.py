@@ -58,6 +58,8 @@ def pages() -> dict[str, list[st.Page]]:
 st.set_page_config(page_title="PrefixLab", page_icon="🧱", layout="wide")
 restore_from_url()
 navigation = st.navigation(pages())
+if navigation.title == "Lessons" and "lesson" not in st.query_params and "scenario" in st.query_params:
+    st.switch_page("app_pages/lab.py")  # a lab link shared when the lab was the first page
 if navigation.title in settings_titles:
     render_sidebar()
 navigation.run()
