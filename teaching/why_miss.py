@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from teaching.describe import describe_extra_keys
 from teaching.prefix_probe import ProbeResult, RequestSpec
 
 
@@ -77,7 +78,7 @@ def _miss_cause(result: ProbeResult, block: int) -> str:
     r1_keys = result.cached.blocks[block].extra_keys
     r2_keys = result.probe.blocks[block].extra_keys
     if r1_keys != r2_keys:
-        return f"block {block} has different extra keys ({r1_keys} vs {r2_keys})"
+        return f"block {block} has different extra keys ({describe_extra_keys(r1_keys)} vs {describe_extra_keys(r2_keys)})"
     return f"block {block}'s hash is not in the hash table"
 
 
