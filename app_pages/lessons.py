@@ -349,6 +349,10 @@ def main() -> None:
     st.header(lesson.title)
     if lesson.summary:
         st.caption(lesson.summary)
+    if lesson is lessons[0] and current_position(lesson) == 0:
+        st.info("**New here?** Read a few lines, then press **Next** (or →) to play the scenario one line at a "
+                "time and watch the blocks below. Questions appear beside the picture when it is their moment: "
+                "predict, check, and the engine tells you why.", icon=":material/waving_hand:")
     scenario_section(lesson)
     if lesson.measure is not None:
         measure_section(lesson)
