@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.e2e.harness import assert_no_exceptions, open_page, wait_idle
 
 STEP_LINE = re.compile(r"Step (\d+) of (\d+)")
@@ -70,3 +72,16 @@ def test_next_lesson_opens_at_its_top(page, app_url) -> None:  # type: ignore[no
     assert "Chained hashing" in page.inner_text("h2")
     assert page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollTop") < 50
     assert_no_exceptions(page)
+
+
+PAGE_OVERFLOW_JS = """() => Array.from(document.querySelectorAll(
+    '[data-testid=stMain] button, [data-testid=stMain] button *, [data-testid=stMain] label, [data-testid=stMain] p'))
+  .filter(el => el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1)
+  .map(el => (el.innerText || '').slice(0, 40) + ' ' + el.scrollWidth + '>' + el.clientWidth)"""
+
+
+@pytest.mark.parametrize("path", ["", "hash_chain", "why_miss", "scenario_editor", "compare"])
+def test_no_cut_off_labels_at_1024x768(page, app_url, path: str) -> None:  # type: ignore[no-untyped-def]
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_page(page, f"{app_url}/{path}")
+    assert page.evaluate(PAGE_OVERFLOW_JS) == []
