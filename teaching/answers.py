@@ -320,7 +320,7 @@ def _distractors(value: object, kind: str, state: EngineState, rng: random.Rando
         cands = [v + step, v - step, 0, v + 2 * step, 2 * v, v + 3 * step]
         return [c for c in cands if c >= 0]
     if kind == "percent":
-        return _percent_distractors(float(value), state)  # type: ignore[arg-type]
+        return _percent_distractors(float(value), state)  # type: ignore[arg-type]  # value is a float here
     if value == "preempted":
         # A preempted request sits in the waiting queue, so "waiting" is half right: never offer it as wrong.
         return [s for s in STATUSES if s not in (value, "waiting")]
@@ -338,7 +338,8 @@ def _percent_distractors(value: float, state: EngineState) -> list[object]:
     if not queries:
         return [0.25, 0.5, 1.0]
     cands = [(hits + d * bs) / queries for d in (1, -1, 2, -2, 3)]
-    return [c for c in cands if 0.0 <= c <= 1.0 and abs(c - value) > 0.0005] + [value / 2, 0.25, 0.5, 1.0]
+    near: list[object] = [c for c in cands if 0.0 <= c <= 1.0 and abs(c - value) > 0.0005]
+    return near + [value / 2, 0.25, 0.5, 1.0]
 
 
 def generate_options(value: object, kind: str, state: EngineState, seed: str, count: int = 4) -> list[str]:
