@@ -17,7 +17,7 @@ from engine.request import SamplingParams
 from engine.timeline import block_contents, hit_blocks
 from teaching import limits
 from teaching.describe import describe_event
-from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, request_view, token_piece
+from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, metrics_text, request_view, token_piece
 from ui.class_server import class_server_panel
 from ui.model import SESSION_KV_MIB, check_rate, model_turn, note_request, session_engine, shared_model
 from ui.persist import copy_back, mirror
@@ -182,12 +182,7 @@ def load_model_with_progress() -> None:
 
 
 def metrics_line(view: RequestView) -> str:
-    m = view.metrics
-    ttft = m.get("ttft_s")
-    ttft_text = f"{ttft * 1000:.0f} ms" if ttft is not None else "…"
-    return (f"**TTFT {ttft_text}** · prompt {m.get('prompt_tokens')} tokens · "
-            f"**{m.get('cached_tokens')} cached** (saved) · **{m.get('computed_prefill_tokens')} computed** in prefill · "
-            f"{m.get('output_tokens')} generated")
+    return metrics_text(view.metrics)
 
 
 def blocks_figure(view: RequestView) -> go.Figure:

@@ -65,12 +65,15 @@ def run_in_lab() -> None:
 
 
 def check() -> None:
+    """Parse *and play* the text, as the lab will: a pool too small for a request fails here, not later."""
+    text = current_text()
     try:
-        scenario = parse_scenario(current_text())
+        scenario = parse_scenario(text)
+        get_runs(text, current_settings())
     except ScenarioError as exc:
         st.session_state.update(editor_error=exc, editor_ok=None)
         return
-    st.session_state.update(editor_error=None, editor_ok="Looks good: " + summary(scenario))
+    st.session_state.update(editor_error=None, editor_ok="Looks good, it plays to the end: " + summary(scenario))
 
 
 def main() -> None:
@@ -83,13 +86,13 @@ def main() -> None:
     st.markdown("Write requests and steps as plain text, then **Run in the lab** to step through them. "
                 "The format is described below and in `docs/scenarios.md`.")
     titles = builtin_titles()
-    st.session_state.setdefault("editor_template", next(iter(titles)))
+    st.session_state.setdefault("editor_template", "design-doc")  # the picker names the text the box starts with
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     c1.selectbox("Start from a built-in scenario", list(titles), key=mirror("editor_template"),
                  on_change=copy_back("editor_template"), format_func=titles.get)
     c2.button("Load it", key="editor_load", on_click=load_builtin, width="stretch",
               help="Replaces the text below with the built-in scenario.")
-    b1, b2, msg = st.columns([1, 1, 3.2], vertical_alignment="center")
+    b1, b2, msg = st.columns([1.5, 1, 3], vertical_alignment="center")
     b1.button("Run in the lab", key="editor_run", type="primary", on_click=run_in_lab, width="stretch")
     b2.button("Check", key="editor_check", on_click=check, width="stretch")
     error = st.session_state.get("editor_error")

@@ -11,6 +11,7 @@ import streamlit as st
 
 from engine.errors import PrefixLabError
 from engine.hashing import HASH_FUNCTIONS
+from teaching.describe import describe_extra_keys
 from teaching.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache
 from teaching.why_miss import explain
 from ui.text import plain_md
@@ -70,8 +71,8 @@ def hash_table(result: ProbeResult) -> pd.DataFrame:
             "r2 tokens": " ".join(b.tokens_text) if b else "",
             "r1 hash": short(a.block_hash, 12) if a and a.block_hash else "never hashed",
             "r2 hash": short(b.block_hash, 12) if b and b.block_hash else "never hashed",
-            "r1 extra keys": str(a.extra_keys) if a else "",
-            "r2 extra keys": str(b.extra_keys) if b else "",
+            "r1 extra keys": describe_extra_keys(a.extra_keys) if a else "",
+            "r2 extra keys": describe_extra_keys(b.extra_keys) if b else "",
             "same hash": "✓" if first_diff is None or index < first_diff else "✗ first difference" if index == first_diff else "✗",
         })
     return pd.DataFrame(rows)

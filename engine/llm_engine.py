@@ -156,14 +156,22 @@ class LLMEngine:
                 raise RuntimeError("The scheduler could not admit any waiting request into an empty pool.")
             return []
         now = time.perf_counter()
+        prefilling = []
         for item in sched_out.scheduled:
             metrics = self.metrics[item.request_id]
             if metrics.first_scheduled_time is None:
                 metrics.first_scheduled_time = now
                 metrics.num_cached_tokens = max(0, item.request.num_cached_tokens)
             prompt_end = item.request.num_prompt_tokens
-            metrics.num_computed_prefill_tokens += max(0, min(prompt_end, item.num_computed_tokens + item.num_new_tokens) - item.num_computed_tokens)
+            new_prompt_tokens = max(0, min(prompt_end, item.num_computed_tokens + item.num_new_tokens) - item.num_computed_tokens)
+            metrics.num_computed_prefill_tokens += new_prompt_tokens
+            if new_prompt_tokens or item.num_computed_tokens < prompt_end:
+                prefilling.append(metrics)
+        started = time.perf_counter()
         sampled = self.backend.execute(sched_out)
+        forward = time.perf_counter() - started
+        for metrics in prefilling:
+            metrics.prefill_time += forward
         eos = getattr(self.backend, "eos_token_ids", set())
         finished = self.scheduler.update_from_output(sched_out, sampled, eos)
         return self._collect_outputs(sched_out, sampled, finished)

@@ -109,8 +109,9 @@ def main() -> int:
                 if not pages:  # a single page script, or an app without navigation
                     pages = [(Path(script).stem, server.url)]
                 shots = [(href, page_name(label, href) if script == "app.py" else Path(script).stem) for label, href in pages]
-                if script == "app.py" and any(name == "lessons" for _, name in shots):
-                    shots += [(f"{server.url}/lessons?lesson={slug}", f"lesson-{slug[:2]}") for slug in lesson_slugs()]
+                lessons_href = next((href for href, name in shots if name == "lessons"), None)
+                if script == "app.py" and lessons_href is not None:  # the first page: its URL may be the root
+                    shots += [(f"{lessons_href.split('?')[0]}?lesson={slug}", f"lesson-{slug[:2]}") for slug in lesson_slugs()]
                 for href, name in shots:
                     url = href if href.startswith("http") else server.url + "/" + href.lstrip("/")
                     errors.clear()  # report each page's own errors

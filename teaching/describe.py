@@ -148,3 +148,25 @@ EVENT_TAGS: dict[str, str] = {
     "evicted": "EVICT", "stored": "CACHE", "free": "FREE", "schedule": "RUN", "token": "TOKEN",
     "preempt": "PREEMPT", "finish": "FINISH", "cleared": "RESET",
 }
+
+
+def describe_extra_keys(extra_keys: tuple | None) -> str:
+    """A block's extra keys in words: ``(("lora", "math", None),)`` -> ``LoRA adapter 'math'``.
+
+    Students should read what went into the hash, not a Python tuple.
+    """
+    if not extra_keys:
+        return "none"
+    parts = []
+    for key in extra_keys:
+        kind = key[0] if isinstance(key, tuple) and key else key
+        if kind == "lora":
+            path = f" (path {key[2]})" if len(key) > 2 and key[2] else ""
+            parts.append(f"LoRA adapter '{key[1]}'{path}")
+        elif kind == "cache_salt":
+            parts.append(f"cache salt '{key[1]}'")
+        elif kind == "mm":
+            parts.append(f"image '{key[1]}' at offset {key[2]}" if len(key) > 2 else f"image '{key[1]}'")
+        else:
+            parts.append(str(kind))
+    return " · ".join(parts)

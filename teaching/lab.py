@@ -97,8 +97,8 @@ def align_index(primary: ScenarioRun, secondary: ScenarioRun, index: int) -> int
 class EvictionQuestion:
     """"Which block goes next?" asked just before an allocation that evicts.
 
-    ``ask_at``: the state to show (before the first eviction); ``reveal_at``: after the
-    allocation; ``answer``: the first block evicted; ``evicted``: every block it evicts.
+    ``ask_at``: the state to show (before the allocation); ``reveal_at``: after the
+    allocation and its evictions; ``answer``: the first block evicted; ``evicted``: every block it evicts.
     """
 
     ask_at: int
@@ -111,22 +111,29 @@ class EvictionQuestion:
 
 
 def next_eviction_question(run: ScenarioRun, index: int) -> EvictionQuestion | None:
-    """The next allocation at or after ``index`` that evicts a cached block, or None."""
+    """The next allocation at or after ``index`` that evicts a cached block, or None.
+
+    The engine logs the allocation first (the blocks leave the free queue for the request's
+    table), then one eviction per popped block that still had a hash: the order vLLM does it.
+    """
     events = run.events
-    first = next((i for i in range(index, len(events)) if isinstance(events[i], BlockRemoved)), None)
-    if first is None:
+    alloc_at = next(
+        (i for i in range(index, len(events) - 1)
+         if isinstance(events[i], BlocksAllocated) and isinstance(events[i + 1], BlockRemoved)),
+        None,
+    )
+    if alloc_at is None:
         return None
+    alloc = events[alloc_at]
+    assert isinstance(alloc, BlocksAllocated)
     evicted: list[int] = []
-    i = first
+    i = alloc_at + 1
     while i < len(events) and isinstance(events[i], BlockRemoved):
         evicted += events[i].block_ids  # type: ignore[attr-defined]
         i += 1
-    alloc = events[i] if i < len(events) and isinstance(events[i], BlocksAllocated) else None
-    allocated = list(alloc.block_ids) if alloc else []
-    request_id = alloc.request_id if alloc else (events[first].request_id or "?")  # type: ignore[attr-defined]
     return EvictionQuestion(
-        ask_at=first, reveal_at=i + 1 if alloc else i, request_id=request_id,
-        num_new_blocks=len(allocated), answer=evicted[0], evicted=evicted, allocated=allocated,
+        ask_at=alloc_at, reveal_at=i, request_id=alloc.request_id,
+        num_new_blocks=len(alloc.block_ids), answer=evicted[0], evicted=evicted, allocated=list(alloc.block_ids),
     )
 
 

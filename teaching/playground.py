@@ -178,3 +178,19 @@ def request_view(engine: LLMEngine, request_id: str, hash_chars: int = 8) -> Req
         finished=output.finished,
         metrics=output.metrics.as_dict() if output.metrics else {},
     )
+
+
+def _ms(seconds: object) -> str:
+    return f"{float(seconds) * 1000:.0f} ms" if isinstance(seconds, (int, float)) else "…"
+
+
+def metrics_text(m: dict[str, float | int | None]) -> str:
+    """One request's numbers in a line: the engine's TTFT (from scheduling), prefill apart, tokens saved.
+
+    TTFT counts from the moment the scheduler picks the request, not from the click on Send: the
+    page redraws in between, and that time would hide what the cache saves.
+    """
+    return (f"**TTFT {_ms(m.get('scheduled_ttft_s'))}** (scheduled → first token; prefill forward pass "
+            f"{_ms(m.get('prefill_s'))}) · prompt {m.get('prompt_tokens')} tokens · "
+            f"**{m.get('cached_tokens')} cached** (saved) · **{m.get('computed_prefill_tokens')} computed** in prefill · "
+            f"{m.get('output_tokens')} generated")

@@ -12,13 +12,13 @@ import streamlit as st
 from engine.kv_cache import FREE_POLICIES
 from teaching.lab import LabRuns, build_runs
 from teaching.limits import parse_whole_number
-from teaching.scenario_library import BUILTIN_SCENARIOS
+from teaching.scenario_library import BUILTIN_SCENARIOS, DEFAULT_SCENARIO
 from teaching.share import ScenarioStore, text_from_params, url_params
 from ui.settings import HASH_ALGOS, LabSettings
 
 CUSTOM = "custom"
 LAB_DEFAULTS: dict[str, object] = {
-    "lab_source": "design-doc",
+    "lab_source": DEFAULT_SCENARIO,
     "custom_text": "",
     "lab_pos": 0,
     "lab_compare": False,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
+from teaching.describe import describe_extra_keys
 from viz.theme import STATE_COLORS, STATE_LABELS, base_layout, plain_text
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def _hover(block: BlockTrace, who: str) -> str:
         return head + "<br>partial block: never hashed, so never cached"
     return (
         f"{head}<br>parent: {block.parent_hash.hex() if block.parent_hash else '-'}"
-        f"<br>extra keys: {block.extra_keys}<br>hash: {block.block_hash.hex() if block.block_hash else '-'}"
+        f"<br>extra keys: {describe_extra_keys(block.extra_keys)}<br>hash: {block.block_hash.hex() if block.block_hash else '-'}"
     )
 
 

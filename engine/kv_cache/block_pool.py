@@ -61,12 +61,14 @@ class BlockPool:
         if num_blocks > self.get_num_free_blocks():
             raise ValueError(f"cannot get {num_blocks} blocks, only {self.get_num_free_blocks()} are free")
         blocks = self._take_free_blocks(num_blocks, request_id)
+        # Log in the order things happen: the blocks leave the free queue for the request,
+        # then each one that still held a cached prefix loses it.
+        if blocks:
+            self.events.emit(BlocksAllocated(request_id or "", [b.block_id for b in blocks]))
         for block in blocks:
             self._maybe_evict_cached_block(block, request_id)
             assert block.ref_cnt == 0, f"free block {block.block_id} had ref_cnt {block.ref_cnt}"
             block.ref_cnt = 1
-        if blocks:
-            self.events.emit(BlocksAllocated(request_id or "", [b.block_id for b in blocks]))
         return blocks
 
     def _take_free_blocks(self, num_blocks: int, request_id: str | None) -> list[KVCacheBlock]:

@@ -25,8 +25,12 @@ def run_page(name: str, timeout: int = TIMEOUT) -> AppTest:
 
 
 def new_app(**query: str) -> AppTest:
+    """The whole app opened on the lab. The lab tests are written around vLLM's design-doc example,
+    so that is the scenario unless ``scenario=`` says otherwise (a first visit is tested apart)."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    query.setdefault("scenario", "design-doc")
     at.query_params.update(query)
+    at.switch_page("app_pages/lab.py")
     return at
 
 

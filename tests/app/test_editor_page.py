@@ -64,4 +64,14 @@ def test_load_builtin_replaces_the_text() -> None:
     at = editor()
     at.selectbox(key="_w_editor_template").set_value("preemption").run()
     at.button(key="editor_load").click().run()
-    assert "max_tokens=8" in at.text_area[0].value
+    assert "output=a b c d e f g h" in at.text_area[0].value
+
+
+def test_check_plays_the_scenario_so_a_too_small_pool_is_caught_there() -> None:
+    """Check must not say "Looks good" for text that "Run in the lab" then refuses."""
+    at = editor()
+    text = "blocks 3\nblock_size 4\nrequest r0: a b c d e f g h | max_tokens=2\nrun"
+    at.text_area[0].set_value(text).run()
+    at.button(key="editor_check").click().run()
+    assert not at.success
+    assert at.error and at.error[0].value.startswith("Line 3:") and "KV slots" in at.error[0].value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
+from teaching.scenario_library import DEFAULT_SCENARIO
 from tests.app.conftest import figure, figures, markdown_text, new_app, shape
 from viz.theme import STATE_COLORS
 
@@ -64,7 +65,8 @@ def test_jump_to_next_eviction_in_classic() -> None:
     assert "Block 4 is evicted" in markdown_text(at)
     assert "evictions so far <b>1</b>" in markdown_text(at)
     grid = figure(at, "Physical KV blocks")
-    assert shape(grid, "block-4")["fillcolor"] == STATE_COLORS["free"]  # its hash is gone
+    # Popped for r2 first, then evicted: in use by r2, its hash gone.
+    assert shape(grid, "block-4")["fillcolor"] == STATE_COLORS["in_use"]
     assert at.button(key="nav_next_eviction").disabled  # no second eviction
     assert at.button(key="nav_next_hit").disabled  # and no hit after it
     assert at.session_state["lab_pos"] == pos
@@ -86,14 +88,14 @@ def test_switch_scenario_resets_the_position(lab: AppTest) -> None:
 
 
 def test_compare_shows_both_policies_at_the_same_step() -> None:
-    at = new_app(step="34", policy="classic")
+    at = new_app(step="35", policy="classic")
     at.run()
     at.toggle(key="_w_lab_compare").set_value(True).run()
     assert not at.exception
     assert len(figures(at)) == 8
     classic_grid, vllm_grid = figure(at, "Physical KV blocks", 0), figure(at, "Physical KV blocks", 1)
-    # classic just evicted block 4; vllm, at the same point, still has A..P cached in block 4.
-    assert shape(classic_grid, "block-4")["fillcolor"] == STATE_COLORS["free"]
+    # classic just gave block 4 to r2 and evicted it; vllm, at the same point, still has A..P cached in block 4.
+    assert shape(classic_grid, "block-4")["fillcolor"] == STATE_COLORS["in_use"]
     assert shape(vllm_grid, "block-4")["fillcolor"] == STATE_COLORS["cached_free"]
     text = markdown_text(at)
     assert "#### classic" in text and "#### vllm" in text
@@ -153,7 +155,7 @@ def test_bad_url_values_are_ignored() -> None:
     at = new_app(scenario="nope", step="-4", policy="lru", bs="x")
     at.run()
     assert not at.exception and not at.error
-    assert at.session_state["lab_source"] == "design-doc" and at.session_state["lab_pos"] == 0
+    assert at.session_state["lab_source"] == DEFAULT_SCENARIO and at.session_state["lab_pos"] == 0
 
 
 def test_settings_that_cannot_fit_show_an_error_not_a_traceback(lab: AppTest) -> None:

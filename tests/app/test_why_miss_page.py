@@ -74,7 +74,7 @@ def test_salt_differences_show_in_the_extra_keys_column(at: AppTest) -> None:
     at.text_input(key="wm_r2_salt").set_value("bob").run()
     assert "hit 0 blocks" in headline(at)
     table = at.dataframe[0].value
-    assert table["r2 extra keys"][0] == "(('cache_salt', 'bob'),)" and table["r2 extra keys"][1] == "None"
+    assert table["r2 extra keys"][0] == "cache salt 'bob'" and table["r2 extra keys"][1] == "none"
     assert list(table["same hash"])[0] == "✗ first difference"
 
 
