@@ -175,7 +175,7 @@ def blocks_figure(view: RequestView) -> go.Figure:
     first_output = {view.num_prompt_tokens} if len(view.token_text) > view.num_prompt_tokens else set()
     return token_blocks_figure(
         view.token_text, view.block_size, view.states, view.short_hashes, hover_hashes=view.full_hashes,
-        physical_ids=view.physical_ids, marked_tokens=first_output, tokens_per_row=view.block_size,
+        physical_ids=view.physical_ids, marked_tokens=first_output, mark="generated", tokens_per_row=view.block_size,
         max_token_chars=6,
         title=f"{view.request_id}: {view.num_prompt_tokens} prompt + {len(view.token_text) - view.num_prompt_tokens} "
               f"generated tokens · {view.num_hit_blocks} of {view.states.count('hit') + view.states.count('computed')} "

@@ -14,7 +14,7 @@ from engine.hashing import HASH_FUNCTIONS
 from teaching.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache
 from teaching.why_miss import explain
 from viz.hash_chain import short
-from viz.theme import STATE_COLORS
+from viz.theme import OUTLINES
 from viz.tokens import token_blocks_figure
 
 SYSTEM = "system : you are a helpful tutor . user :"
@@ -142,10 +142,10 @@ st.caption(
 st.subheader("Block hashes side by side")
 table = hash_table(result)
 first = result.first_diff_block
-highlight = STATE_COLORS["highlight"] + "33"  # translucent
+differs = OUTLINES["differs"]
 st.dataframe(
     table.style.apply(
-        lambda row: [f"background-color: {highlight}" if row["block"] == first else ""] * len(row), axis=1
+        lambda row: [f"border: {differs.css}; font-weight: 700" if row["block"] == first else ""] * len(row), axis=1
     ),
     hide_index=True,
 )
