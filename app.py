@@ -12,6 +12,7 @@ import streamlit as st
 
 from ui.settings import render_sidebar
 from ui.state import restore_from_url
+from ui.style import APP_CSS
 
 ROOT = Path(__file__).parent
 
@@ -45,5 +46,6 @@ def pages() -> dict[str, list[st.Page]]:
 st.set_page_config(page_title="PrefixLab", page_icon="🧱", layout="wide")
 restore_from_url()
 navigation = st.navigation(pages())
+st.markdown(APP_CSS, unsafe_allow_html=True)
 render_sidebar()
 navigation.run()
