@@ -96,11 +96,13 @@ def main() -> None:
     options = list(titles) + ([CUSTOM] if st.session_state["custom_text"] else [])
     if st.session_state["lab_source"] not in options:
         st.session_state["lab_source"] = options[0]
-    c0, c1, c2 = st.columns([1.7, 2.3, 1.1], vertical_alignment="center")
+    if projector:  # one compact row: title, scenario, the three toggles
+        c0, c1, t1, t2, t3 = st.columns([1.25, 1.6, 0.95, 1.05, 0.8], vertical_alignment="center")
+    else:
+        c0, c1 = st.columns([1, 1.4], vertical_alignment="center")
     c0.markdown("<div class='lab-title'>Block pool &amp; eviction lab</div>", unsafe_allow_html=True)
     c1.selectbox("Scenario", options, key=mirror("lab_source"), on_change=on_source_change,
                  label_visibility="collapsed", format_func=lambda k: "Your scenario (from the editor)" if k == CUSTOM else titles[k])
-    c2.page_link("app_pages/scenario_editor.py", label="Write a scenario", icon=":material/edit_note:")
     try:
         runs = get_runs(scenario_text(st.session_state["lab_source"]), settings)
     except ScenarioError as exc:
@@ -110,12 +112,15 @@ def main() -> None:
     primary = runs.runs[settings.free_policy]
     scenario = primary.scenario
     take_player_value(len(primary.events))
-    t0, t1, t2, t3 = st.columns([2.0, 1.4, 1.5, 1.1], vertical_alignment="center")
-    with t0.popover(f"About · {primary.num_blocks} blocks × {primary.block_size} tokens", icon=":material/info:",
-                    width="stretch"):
-        if scenario.description:
-            st.markdown(scenario.description)
-        st.code(scenario.text, language=None, line_numbers=True)
+    if not projector:
+        a0, a1 = st.columns([1, 1], vertical_alignment="center")
+        with a0.popover(f"About · {primary.num_blocks} blocks × {primary.block_size} tokens",
+                        icon=":material/info:", width="stretch"):
+            if scenario.description:
+                st.markdown(scenario.description)
+            st.code(scenario.text, language=None, line_numbers=True)
+        a1.page_link("app_pages/scenario_editor.py", label="Write a scenario", icon=":material/edit_note:")
+        t1, t2, t3 = st.columns([1, 1, 0.8], vertical_alignment="center")
     t1.toggle("vLLM vs classic", key=mirror("lab_compare"), on_change=copy_back("lab_compare"),
               help="Both free-queue rules on the same trace, their free queues side by side")
     t2.toggle("Predict the victim", key=mirror("lab_predict"), on_change=on_predict_change, args=(primary,))

@@ -40,7 +40,7 @@ def theme_args() -> dict[str, Any]:
         "glyph": STATE_GLYPHS,
         "label": STATE_LABELS,
         "legend_states": [s for s in FILL_STATES if s != "evicted"] + ["evicted"],
-        "outline_css": {k: o.css for k, o in OUTLINES.items() if k in ("touched", "selected")},
+        "outline_css": {k: o.css for k, o in OUTLINES.items() if k in ("touched", "selected", "differs")},
         "outline_label": {k: o.label for k, o in OUTLINES.items()},
         "selected_row": OUTLINES["selected"].color + "33",
         "plain": PLAIN_OUTLINE,

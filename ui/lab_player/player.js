@@ -162,10 +162,11 @@
     const rows = f.hashes.map(([h, ids, toks]) => {
       const cls = [(animate && !old.has(h)) ? "fresh" : "", ids.includes(selected) ? "sel" : ""].join(" ");
       const dup = ids.length > 1 ? ` (lookups use ${ids[0]})` : "";
-      return `<tr class="${cls}"><td class="h">${h}</td><td>${ids.join(", ")}${dup}</td><td title="${esc(toks)}">${esc(toks)}</td></tr>`;
+      return `<tr class="${cls}"><td class="h">${h}</td><td>${ids.join(", ")}${dup}</td><td>${esc(toks)}</td></tr>`;
     });
     $("hashes").innerHTML = `<table><colgroup><col style="width:8em"><col style="width:7.5em"><col></colgroup>` +
       `<tr><th>hash</th><th>block(s)</th><th>tokens</th></tr>${rows.join("")}</table>`;
+    $("hashes").querySelectorAll("td:last-child").forEach((td) => { td.title = td.textContent; });
   }
   function esc(s) { return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c])); }
 
@@ -185,7 +186,7 @@
       return `<div><div class="ptitle">${esc(label)} <small>${esc(note)}</small></div><div>${items || "<i>empty</i>"}</div></div>`;
     };
     const diffs = mine.fq.filter((b, i) => theirs.fq[i] !== b).length + Math.max(0, theirs.fq.length - mine.fq.length);
-    box.innerHTML = `<div class="ptitle">Free queues side by side: ${diffs} position(s) differ (thick outline)</div>` +
+    box.innerHTML = `<div class="ptitle">Free queues side by side: ${diffs} position(s) differ (dotted outline)</div>` +
       `<div style="display:grid;grid-template-columns:1fr 1fr;gap:14px">` +
       side(mine, theirs, A.labels[0], A.notes[0]) + side(theirs, mine, A.labels[1], A.notes[1]) + "</div>";
   }
@@ -250,8 +251,10 @@
   function scheduleWrite(delay) {
     clearTimeout(writeTimer);
     if (delay === null) return;
-    writeTimer = setTimeout(() => send("streamlit:setComponentValue",
-      { value: { step: pos, block: selected, nonce: ++nonce + Date.now() }, dataType: "json" }), delay);
+    writeTimer = setTimeout(() => {
+      lastArgsStep = pos;  // the rerun this causes echoes pos back: not a move to make
+      send("streamlit:setComponentValue", { value: { step: pos, block: selected, nonce: ++nonce + Date.now() }, dataType: "json" });
+    }, delay);
   }
   function height() { send("streamlit:setFrameHeight", { height: Math.ceil(document.getElementById("player").scrollHeight + 4) }); }
 
@@ -296,19 +299,33 @@
     const outs = Object.entries(T.outline_css).map(([k, css]) => `<span class="chipl"><span class="sw" style="outline:${css};border:none;background:white;margin:0 9px 0 4px;width:14px;height:14px"></span>${esc(T.outline_label[k])}</span>`);
     $("legend").innerHTML = states.concat(outs).join("");
   }
+  // Land on Forward when the lab opens (nothing else has focus): no Tab stops before it.
+  let focused = false;
+  function focusOnce() {
+    if (focused) return;
+    focused = true;
+    try {
+      const active = window.parent.document.activeElement;
+      if (active && active !== window.parent.document.body) return;
+    } catch (err) { /* another origin */ }
+    $("fwd").focus({ preventScroll: true });
+  }
   function onRender(args) {
     A = args;
     const root = document.documentElement.style;
     root.setProperty("--plain", A.theme.plain); root.setProperty("--evicted", A.theme.fill.evicted);
     root.setProperty("--touched", A.theme.outline_css.touched); root.setProperty("--selected", A.theme.outline_css.selected);
     root.setProperty("--selected-row", A.theme.selected_row);
+    root.setProperty("--differs", A.theme.outline_css.differs);
     document.body.classList.toggle("projector", !!A.projector);
     $("player").classList.toggle("projector", !!A.projector);
     if (A.data_id !== dataId) {
       dataId = A.data_id; frames = A.data.frames; n = frames.length - 1; shown = null;
       chips.forEach((c) => c.remove()); chips.clear(); selected = A.block;
       setPlaying(false); clearTimeout(writeTimer);
-      buildPool(sizes()); legend(); lastArgsStep = A.step; show(A.step, false); return;
+      buildPool(sizes()); legend(); lastArgsStep = A.step; show(A.step, false);
+      focusOnce();
+      return;
     }
     if (A.step !== lastArgsStep) { lastArgsStep = A.step; if (A.step !== pos) show(A.step, Math.abs(A.step - pos) === 1); }
     else show(pos, false);
@@ -316,9 +333,12 @@
   window.addEventListener("message", (e) => {
     if (e.data && e.data.type === "streamlit:render") onRender(e.data.args);
   });
-  let resizeTimer = null;
+  // Re-lay out only when the width changes (the height follows the content on every step).
+  let resizeTimer = null, laidOutWidth = document.body.clientWidth;
   window.addEventListener("resize", () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(() => {
-    if (A) { buildPool(sizes()); shown = null; show(pos, false); } }, 150); });
+    if (!A || document.body.clientWidth === laidOutWidth) return;
+    laidOutWidth = document.body.clientWidth;
+    buildPool(sizes()); shown = null; show(pos, false); }, 150); });
   // test hooks: read-only view of the player for the browser tests
   window.prefixlabPlayer = { get pos() { return pos; }, get playing() { return playing; }, get n() { return n; } };
   bindKeys();
