@@ -14,8 +14,8 @@ from engine.config import EngineConfig
 from engine.errors import PrefixLabError
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
-from engine.timeline import hit_blocks
-from teaching.describe import block_contents, describe_event
+from engine.timeline import block_contents, hit_blocks
+from teaching.describe import describe_event
 from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, request_view, token_piece
 from ui.model import SESSION_KV_MIB, session_engine, shared_model
 from ui.persist import copy_back, mirror
