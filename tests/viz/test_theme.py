@@ -63,12 +63,13 @@ def test_one_hash_length() -> None:
 
 
 def test_no_view_cuts_a_hash_itself() -> None:
-    """Every hash label goes through short_hash: no ``.hex()[:n]`` in the app's code."""
+    """Every hash label goes through short_hash at its one length: no ``.hex()[:n]``, no ``short(h, n)``."""
     offenders = []
     for folder in ("viz", "teaching", "app_pages", "ui"):
         for path in (ROOT / folder).rglob("*.py"):
             for n, line in enumerate(path.read_text().splitlines(), 1):
-                if re.search(r"\.hex\(\)\s*\[\s*:", line) or re.search(r"\bh\[:\d+\]", line):
+                cut = re.search(r"\.hex\(\)\s*\[\s*:", line) or re.search(r"\bh\[:\d+\]", line)
+                if cut or re.search(r"\bshort(_hash)?\([^()]*(\([^()]*\))?[^()]*,\s*\d+\s*\)", line):
                     offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
 
