@@ -17,7 +17,11 @@ header[data-testid=stHeader] { display: none !important; }
 [data-testid=stVerticalBlock] { gap: 0.35rem; }
 </style>"""
 
-#: Every page: no "Deploy" button in Streamlit's toolbar (the app is not a Streamlit Cloud draft).
+#: Every page: no "Deploy" button in Streamlit's toolbar (the app is not a Streamlit Cloud draft), and
+#: button / toggle labels wrap onto a second line instead of being cut to "F…" in narrow columns.
 APP_CSS = """<style>
 [data-testid=stAppDeployButton], [data-testid=stDeployButton] { display: none !important; }
+.stMarkdownEllipsis, .stMarkdownEllipsis p { white-space: normal !important; overflow: visible !important;
+  text-overflow: clip !important; }
+button .stMarkdownEllipsis p { line-height: 1.15; }
 </style>"""

@@ -164,7 +164,7 @@
       const dup = ids.length > 1 ? ` (lookups use ${ids[0]})` : "";
       return `<tr class="${cls}"><td class="h">${h}</td><td>${ids.join(", ")}${dup}</td><td>${esc(toks)}</td></tr>`;
     });
-    $("hashes").innerHTML = `<table><colgroup><col style="width:8em"><col style="width:7.5em"><col></colgroup>` +
+    $("hashes").innerHTML = `<table><colgroup><col style="width:6.6em"><col style="width:4.6em"><col></colgroup>` +
       `<tr><th>hash</th><th>block(s)</th><th>tokens</th></tr>${rows.join("")}</table>`;
     $("hashes").querySelectorAll("td:last-child").forEach((td) => { td.title = td.textContent; });
   }
