@@ -227,7 +227,7 @@ def show_requests(eng: LLMEngine) -> None:
         return
     st.caption("Each row is one block. `block 2 → #17`: logical block 2 of the request is backed by "
                "physical KV block 17, and its hash starts with the 8 hex digits shown (hover for all 64). "
-               "Pink outline: the first generated token.")
+               "A double outline marks the first generated token.")
     for index, item in enumerate(history[:SHOWN_REQUESTS]):
         view = request_view(eng, item["id"])
         place = st.container(border=True) if index == 0 else st.expander(f"{item['id']} · {metrics_line(view)}")
@@ -317,7 +317,8 @@ def main() -> None:
     else:
         st.text_area("Prompt (raw text, no chat template)", key=mirror("pg_text"), on_change=copy_back("pg_text"), height=150)
 
-    b1, b2, b3, b4, b5 = st.columns([0.9, 1.6, 1.4, 1.6, 0.9], vertical_alignment="center")
+    b3, _ = st.columns([1, 2])  # its own row: five controls in one row get cut to "Se…" on a projector
+    b1, b2, b4, b5 = st.columns([1, 1.6, 1.6, 1], vertical_alignment="center")
     b1.button("Send", type="primary", key="pg_send", on_click=on_send, icon=":material/send:", width="stretch")
     b2.button("Send rest of preset", key="pg_send_rest", on_click=on_send_rest, icon=":material/fast_forward:",
               width="stretch", disabled=s["pg_step"] >= len(preset.inputs) - 1,

@@ -6,6 +6,7 @@
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
+  const NARROW = 700;  // px: below this the stage stacks its two columns
   const send = (type, extra) => window.parent.postMessage(Object.assign({ isStreamlitMessage: true, type }, extra), "*");
   let A = null;          // the latest args from Streamlit
   let dataId = null;     // which timeline is loaded
@@ -18,9 +19,12 @@
   function sizes() {
     const proj = A.projector;
     const width = document.body.clientWidth;
-    const leftW = (width - 14) * (1 / 2.15), rightW = width - 14 - leftW;
+    const narrow = width < NARROW;  // one column: the grid gets the full width, the queue goes below it
+    document.body.classList.toggle("narrow", narrow);
+    const leftW = narrow ? width : (width - 14) * (1 / 2.15), rightW = narrow ? width : width - 14 - leftW;
     const nb = A.data.num_blocks;
-    const cols = Math.min(nb > 48 ? 16 : 8, Math.max(3, Math.ceil(Math.sqrt(nb * (proj ? 1.5 : 2)))));
+    const cols = narrow ? Math.min(nb > 48 ? 16 : 8, Math.max(4, Math.ceil(nb / 2)))
+      : Math.min(nb > 48 ? 16 : 8, Math.max(3, Math.ceil(Math.sqrt(nb * (proj ? 1.5 : 2)))));
     const gap = 6, tileW = Math.floor((leftW - gap * (cols - 1)) / cols);
     const tileH = proj ? Math.min(86, Math.max(48, tileW * 0.72)) : Math.min(76, Math.max(40, tileW * 0.7));
     const chip = proj ? 48 : 40, labelW = proj ? 118 : 100;
@@ -165,7 +169,7 @@
       return `<tr class="${cls}"><td class="h">${h}</td><td>${ids.join(", ")}${dup}</td><td>${esc(toks)}</td></tr>`;
     });
     $("hashes").innerHTML = `<table><colgroup><col style="width:6.6em"><col style="width:4.6em"><col></colgroup>` +
-      `<tr><th>hash</th><th>block(s)</th><th>tokens</th></tr>${rows.join("")}</table>`;
+      `<tr><th>hash</th><th>blocks</th><th>tokens</th></tr>${rows.join("")}</table>`;
     $("hashes").querySelectorAll("td:last-child").forEach((td) => { td.title = td.textContent; });
   }
   function esc(s) { return String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c])); }
@@ -297,7 +301,7 @@
     const T = A.theme;
     const states = T.legend_states.map((s) => `<span class="chipl"><span class="sw" style="background:${T.fill_css[s]};color:${T.text[s]}">${T.glyph[s]}</span>${esc(T.label[s])}</span>`);
     const outs = Object.entries(T.outline_css).map(([k, css]) => `<span class="chipl"><span class="sw" style="outline:${css};border:none;background:white;margin:0 9px 0 4px;width:14px;height:14px"></span>${esc(T.outline_label[k])}</span>`);
-    $("legend").innerHTML = states.concat(outs).join("");
+    $("legend").innerHTML = states.concat(A.other ? outs : outs.slice(0, 2)).join("");
   }
   // Land on Forward when the lab opens (nothing else has focus): no Tab stops before it.
   let focused = false;
@@ -323,10 +327,11 @@
       dataId = A.data_id; frames = A.data.frames; n = frames.length - 1; shown = null;
       chips.forEach((c) => c.remove()); chips.clear(); selected = A.block;
       setPlaying(false); clearTimeout(writeTimer);
-      buildPool(sizes()); legend(); lastArgsStep = A.step; show(A.step, false);
+      buildPool(sizes()); lastArgsStep = A.step; show(A.step, false);
       focusOnce();
       return;
     }
+    legend();
     if (A.step !== lastArgsStep) { lastArgsStep = A.step; if (A.step !== pos) show(A.step, Math.abs(A.step - pos) === 1); }
     else show(pos, false);
   }
