@@ -144,10 +144,10 @@ def policy_views(lesson: Lesson, run: ScenarioRun, line_no: int, policy: str, na
     contents = block_contents(run.events)
     text = run.token_text
     prefix = f"{lesson.slug}_{policy}"
-    st.plotly_chart(block_grid(snap, touched, contents=contents, token_text=text), key=f"{prefix}_grid", config=PLOT_CONFIG)
-    st.plotly_chart(free_queue_figure(snap, touched, contents=contents, token_text=text, per_row=6 if narrow else 10),
+    st.plotly_chart(block_grid(snap, touched=touched, contents=contents, token_text=text), key=f"{prefix}_grid", config=PLOT_CONFIG)
+    st.plotly_chart(free_queue_figure(snap, touched=touched, contents=contents, token_text=text, per_row=6 if narrow else 10),
                     key=f"{prefix}_queue", config=PLOT_CONFIG)
-    st.plotly_chart(block_tables_figure(snap, touched, hits=hit_blocks(run.events, index)), key=f"{prefix}_tables",
+    st.plotly_chart(block_tables_figure(snap, touched=touched, hits=hit_blocks(run.events, index)), key=f"{prefix}_tables",
                     config=PLOT_CONFIG)
 
 
@@ -185,9 +185,8 @@ def scenario_section(lesson: Lesson) -> None:
                   on_click=open_in_lab, args=(lesson, state_index(runs[lesson.policies[0]], line_no)),
                   help="The eviction lab steps through every single event of this scenario, forwards and backwards")
     st.markdown("##### The cache " + ("before the first line" if line_no == 0 else f"after line {line_no}"))
-    states = [s for s in POOL_STATES if s != "highlight"] + list(TABLE_STATES)
-    st.markdown(legend_html(states), unsafe_allow_html=True)
-    st.caption("Blocks with a thick pink outline are the ones this line allocated or hit.")
+    st.markdown(legend_html(list(POOL_STATES) + list(TABLE_STATES), ("touched",)), unsafe_allow_html=True)
+    st.caption("Blocks with a thick solid outline are the ones this line allocated or hit.")
     columns = st.columns(len(runs), gap="medium") if len(runs) > 1 else [st.container()]
     for column, (policy, run) in zip(columns, runs.items()):
         with column:

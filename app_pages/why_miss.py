@@ -135,7 +135,7 @@ for trace, is_probe, title in (
         key=f"wm_tokens_{trace.request_id}", config={"displayModeBar": False}, theme=None,
     )
 st.caption(
-    "Pink outline: the first token that differs between r1 and r2." if diff is not None
+    "Dotted outline: the first token that differs between r1 and r2." if diff is not None
     else "r1 and r2 have the same tokens: nothing is outlined."
 )
 

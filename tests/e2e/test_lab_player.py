@@ -112,3 +112,18 @@ def test_projector_fits_one_screen(browser, app_url) -> None:  # type: ignore[no
         assert sizes and min(sizes) >= 16, f"tile text is {min(sizes)} px"
     finally:
         context.close()
+
+
+def test_forward_has_the_focus_and_no_deploy_button(page, app_url) -> None:  # type: ignore[no-untyped-def]
+    """The lab opens with Forward focused (no Tab stop before it); Streamlit's Deploy button is hidden."""
+    open_page(page, app_url)
+    frame = player_frame(page)
+    page.wait_for_timeout(500)
+    assert frame.evaluate("() => document.activeElement && document.activeElement.id") == "fwd"
+    deploy = page.query_selector("[data-testid=stAppDeployButton]")
+    assert deploy is None or not deploy.is_visible()
+    page.keyboard.press("Enter")  # Forward, pressed from the keyboard straight away
+    page.wait_for_timeout(200)
+    assert pos(frame) == 1
+    frame.click("#log summary")  # the event log follows the player
+    assert "ARRIVE" in frame.inner_text("#log-lines")

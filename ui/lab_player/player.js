@@ -195,6 +195,18 @@
       side(mine, theirs, A.labels[0], A.notes[0]) + side(theirs, mine, A.labels[1], A.notes[1]) + "</div>";
   }
 
+  // ---------- event log: the events around the current one ----------
+  function renderLog() {
+    if (!$("log").open) return;
+    const lines = [];
+    for (let i = Math.max(1, pos - 8); i <= Math.min(n, pos + 3); i++) {
+      const c = frames[i].card;
+      lines.push(`<li class="${i === pos ? "now" : i > pos ? "later" : ""}"><span class="n">${i}</span>` +
+        `<span class="tag">${esc(c.tag)}</span> ${esc(c.body)}</li>`);
+    }
+    $("log-lines").innerHTML = lines.join("") || "<li>Nothing has happened yet.</li>";
+  }
+
   // ---------- card, controls ----------
   function renderCard(f) {
     const c = f.card;
@@ -227,6 +239,7 @@
     renderHashes(f, shown, animate);
     renderCompare(S);
     renderControls();
+    renderLog();
     shown = f;
     document.body.dataset.pos = pos;
     height();
@@ -293,6 +306,7 @@
   $("fwd").onclick = () => go(pos + 1, true);
   $("end").onclick = () => go(n, true);
   $("play").onclick = () => setPlaying(!playing);
+  $("log").addEventListener("toggle", () => { renderLog(); height(); });
   $("scrub").oninput = (e) => go(Number(e.target.value), true);
   $("speed").onchange = () => { if (playing) setPlaying(true); };
   for (const name of ["eviction", "hit", "preemption"]) $("j-" + name).onclick = () => { const t = nextJump(name); if (t !== null) go(t, true); };
