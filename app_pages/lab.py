@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from teaching.lab import EvictionQuestion, next_eviction_question
+from teaching.lab import EvictionQuestion, next_eviction_question, question_text, verdict
 from teaching.scenario import ScenarioError, ScenarioRun
 from teaching.scenario_library import builtin_titles
 from ui.lab_player import lab_player
@@ -61,11 +61,7 @@ def predict_panel(run: ScenarioRun) -> None:
             c2.button("Ask from the start", key="predict_restart", on_click=ask, args=(first,), width="stretch")
         return
     queue = list(run.timeline().state_at(question.ask_at).free_queue)
-    st.markdown(
-        f"**Predict the victim.** {question.request_id} is about to take **{question.num_new_blocks} new "
-        f"block{'s' if question.num_new_blocks != 1 else ''}** from the head of the free queue. "
-        "Which block will be the first to lose its cached contents?"
-    )
+    st.markdown(question_text(question))
     revealed = st.session_state.get("lab_revealed", False)
     c1, c2 = st.columns([3, 2])
     guess = c1.pills("Your guess (a block in the free queue)", queue, key="_w_lab_guess", disabled=revealed)
@@ -73,15 +69,8 @@ def predict_panel(run: ScenarioRun) -> None:
         c2.button("Reveal", key="predict_reveal", type="primary", on_click=reveal, args=(question,),
                   disabled=guess is None, width="stretch")
         return
-    taken = ", ".join(str(b) for b in question.allocated)
-    later = [str(b) for b in question.evicted[1:]]
-    why = (f"The allocation popped {taken} from the head. Blocks without a hash are reused silently; "
-           f"the first one still holding a hash is evicted: block {question.answer}"
-           + (f" (then {', '.join(later)})." if later else "."))
-    if guess == question.answer:
-        st.success(f"Right! Block {question.answer} is evicted. {why}")
-    else:
-        st.error(f"Not quite: you picked {guess}, but block {question.answer} is evicted. {why}")
+    right, text = verdict(question, guess)
+    (st.success if right else st.error)(text)
     c2.button("Next question", key="predict_next", on_click=lambda: ask(next_eviction_question(run, question.reveal_at)),
               width="stretch")
 

@@ -136,6 +136,25 @@ def next_eviction_question(run: ScenarioRun, index: int) -> EvictionQuestion | N
     )
 
 
+def question_text(question: EvictionQuestion) -> str:
+    """The question as the student reads it."""
+    blocks = f"{question.num_new_blocks} new block{'s' if question.num_new_blocks != 1 else ''}"
+    return (f"**Predict the victim.** {question.request_id} is about to take **{blocks}** from the head of "
+            "the free queue. Which block will be the first to lose its cached contents?")
+
+
+def verdict(question: EvictionQuestion, guess: int | None) -> tuple[bool, str]:
+    """(right?, the explanation) for a guess, naming the rule: hashless blocks go silently, the first hashed one is evicted."""
+    taken = ", ".join(str(b) for b in question.allocated)
+    later = [str(b) for b in question.evicted[1:]]
+    why = (f"The allocation popped {taken} from the head. Blocks without a hash are reused silently; "
+           f"the first one still holding a hash is evicted: block {question.answer}"
+           + (f" (then {', '.join(later)})." if later else "."))
+    if guess == question.answer:
+        return True, f"Right! Block {question.answer} is evicted. {why}"
+    return False, f"Not quite: you picked {guess}, but block {question.answer} is evicted. {why}"
+
+
 @dataclass(frozen=True)
 class LogLine:
     index: int  # 1-based: the state after this event
