@@ -178,7 +178,7 @@ def blocks_figure(view: RequestView) -> go.Figure:
         physical_ids=view.physical_ids, marked_tokens=first_output, mark="generated", tokens_per_row=view.block_size,
         max_token_chars=6,
         title=f"{view.request_id}: {view.num_prompt_tokens} prompt + {len(view.token_text) - view.num_prompt_tokens} "
-              f"generated tokens · {view.num_hit_blocks} of {view.states.count('hit') + view.states.count('computed')} "
+              f"generated · {view.num_hit_blocks}/{view.states.count('hit') + view.states.count('computed')} "
               "full blocks hit",
     )
 

@@ -21,6 +21,7 @@ CELL_GAP = 0.08  # white space between tokens of one block (fraction of a cell)
 BLOCK_GAP = 0.45  # space between blocks, in cells
 ROW_HEIGHT = 1.9  # one row of blocks: label + cells + space
 MAX_TOKEN_CHARS = 8
+DENSE_ROW = 12  # more tokens than this in a row: cells get narrow on a 1024 px screen
 
 
 
@@ -87,6 +88,9 @@ def token_blocks_figure(
     hovers = list(hover_hashes) if hover_hashes is not None else labels
     physical = list(physical_ids) if physical_ids is not None else [None] * n_blocks
     clip_at = max_token_chars or (6 if block_size <= 2 else MAX_TOKEN_CHARS)
+    dense = tokens_per_row > DENSE_ROW  # narrow cells: shorter, smaller token text so neighbours never overlap
+    if dense:
+        clip_at = min(clip_at, 4)
 
     blocks_per_row = max(1, tokens_per_row // block_size)
     row_width = blocks_per_row * block_size + (blocks_per_row - 1) * BLOCK_GAP
@@ -128,7 +132,8 @@ def token_blocks_figure(
             y=[row_y(p // block_size) for p in range(len(tokens_text))],
             mode="text",
             text=[_clip(t, clip_at) for t in tokens_text],
-            textfont=dict(color=[text_color(states[p // block_size]) for p in range(len(tokens_text))]),
+            textfont=dict(color=[text_color(states[p // block_size]) for p in range(len(tokens_text))],
+                          size=11 if dense else None),
             hovertext=[f"token {p}: {t!r} (block {p // block_size})" for p, t in enumerate(tokens_text)],
             hoverinfo="text",
             showlegend=False,
