@@ -86,7 +86,7 @@ def main() -> None:
     if st.session_state["lab_source"] not in options:
         st.session_state["lab_source"] = options[0]
     if projector:  # one compact row: title, scenario, the three toggles
-        c0, c1, t1, t2, t3 = st.columns([1.25, 1.6, 0.95, 1.05, 0.8], vertical_alignment="center")
+        c0, c1, t1, t2, t3 = st.columns([1.3, 2.1, 0.9, 1.05, 0.75], vertical_alignment="center")
     else:
         c0, c1 = st.columns([1, 1.4], vertical_alignment="center")
     c0.markdown("<div class='lab-title'>Block pool &amp; eviction lab</div>", unsafe_allow_html=True)

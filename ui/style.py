@@ -13,7 +13,7 @@ PROJECTOR_CSS = """<style>
 header[data-testid=stHeader] { display: none !important; }
 [data-testid=stMainBlockContainer] { padding: 0.4rem 0.8rem 0 0.8rem !important; max-width: 100% !important; }
 [data-testid=stMain] { margin-left: 0 !important; }
-.lab-title { font-size: 1.25rem; }
+.lab-title { font-size: 1.0rem; white-space: nowrap; }
 [data-testid=stVerticalBlock] { gap: 0.35rem; }
 </style>"""
 

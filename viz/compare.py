@@ -22,7 +22,7 @@ TTFT_COLORS: dict[bool, str] = {False: SERIES_COLORS["off"], True: SERIES_COLORS
 
 def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same workload, three cache settings") -> go.Figure:
     """Two bar panels: token hit rate (%) and prefill tokens computed, one bar per setting."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
                         subplot_titles=("Prompt tokens served from the cache", "Prefill tokens computed"))
     labels = [r.label for r in results]
     colors = [SETTING_COLORS.get(r.key, SERIES_COLORS["off"]) for r in results]
@@ -40,7 +40,7 @@ def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same wor
     ), row=1, col=2)
     top_rate = max([100 * r.hit_rate for r in results] + [10])
     top_tokens = max([r.prefill_computed for r in results] + [1])
-    fig.update_yaxes(title_text="% of prompt tokens", range=[0, min(100, top_rate * 1.25) if top_rate < 80 else 110], row=1, col=1)
+    fig.update_yaxes(title_text="% of prompt", range=[0, min(100, top_rate * 1.25) if top_rate < 80 else 110], row=1, col=1)
     fig.update_yaxes(title_text="tokens", range=[0, top_tokens * 1.2], row=1, col=2)
     fig.update_yaxes(gridcolor="#eceff1", automargin=True)
     fig.update_xaxes(automargin=True)
