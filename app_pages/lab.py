@@ -85,11 +85,11 @@ def main() -> None:
     options = list(titles) + ([CUSTOM] if st.session_state["custom_text"] else [])
     if st.session_state["lab_source"] not in options:
         st.session_state["lab_source"] = options[0]
-    if projector:  # one compact row: title, scenario, the three toggles
-        c0, c1, t1, t2, t3 = st.columns([1.3, 2.1, 0.9, 1.05, 0.75], vertical_alignment="center")
+    if projector:  # one compact row: scenario and the three toggles (the title is the browser tab's)
+        c1, t1, t2, t3 = st.columns([1.9, 1.6, 1.6, 1.2], vertical_alignment="center")
     else:
         c0, c1 = st.columns([1, 1.4], vertical_alignment="center")
-    c0.markdown("<div class='lab-title'>Block pool &amp; eviction lab</div>", unsafe_allow_html=True)
+        c0.markdown("<div class='lab-title'>Block pool &amp; eviction lab</div>", unsafe_allow_html=True)
     c1.selectbox("Scenario", options, key=mirror("lab_source"), on_change=on_source_change,
                  label_visibility="collapsed", format_func=lambda k: "Your scenario (from the editor)" if k == CUSTOM else titles[k])
     try:

@@ -89,10 +89,10 @@ def step_controls(lesson: Lesson) -> int:
         st.session_state[key] = 0
     current = st.session_state[key]
     index = positions.index(current)
-    c1, c2, c3 = st.columns([1, 1, 1])
-    c1.button("Start", icon=":material/first_page:", key=f"{key}_start", on_click=set_line, args=(lesson, 0),
+    c1, c2, c3 = st.columns([1, 1, 1.3])  # text-only Start/Back: with icons they spill on a 1024 px screen
+    c1.button("« Start", key=f"{key}_start", on_click=set_line, args=(lesson, 0),
               disabled=index == 0, width="stretch")
-    c2.button("Back", icon=":material/chevron_left:", key=f"{key}_back", on_click=set_line,
+    c2.button("‹ Back", key=f"{key}_back", on_click=set_line,
               args=(lesson, positions[max(0, index - 1)]), disabled=index == 0, width="stretch")
     c3.button("Next line", icon=":material/chevron_right:", key=f"{key}_next", on_click=set_line, type="primary",
               args=(lesson, positions[min(len(positions) - 1, index + 1)]), disabled=index == len(positions) - 1,

@@ -22,6 +22,6 @@ header[data-testid=stHeader] { display: none !important; }
 APP_CSS = """<style>
 [data-testid=stAppDeployButton], [data-testid=stDeployButton] { display: none !important; }
 .stMarkdownEllipsis, .stMarkdownEllipsis p { white-space: normal !important; overflow: visible !important;
-  text-overflow: clip !important; }
+  text-overflow: clip !important; overflow-wrap: normal !important; word-break: normal !important; }
 button .stMarkdownEllipsis p { line-height: 1.15; }
 </style>"""

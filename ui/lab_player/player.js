@@ -125,7 +125,8 @@
       const head = f.fq[0];
       const put = (b, text) => { const i = f.fq.indexOf(b);
         const m = label(text, Math.floor(i / S.perRow) * (L.pitch + L.markH), "mark");
-        m.style.left = (S.labelW + (i % S.perRow) * L.pitch) + "px"; };
+        const left = S.labelW + (i % S.perRow) * L.pitch;  // over its block, but never past the panel's edge
+        m.style.left = Math.max(0, Math.min(left, flow.clientWidth - m.offsetWidth)) + "px"; };
       if (firstCached === undefined || firstCached === head) put(head, "next ▼");
       else { put(head, "reused ▼"); put(firstCached, "evicted ▼"); }
     }
