@@ -65,7 +65,7 @@ def token_blocks_figure(
         tokens_text: the text of each token, in order (words, or ids as strings).
         block_size: tokens per block; block ``i`` holds tokens ``[i*bs, (i+1)*bs)``.
         states: one of ``"hit"``, ``"computed"``, ``"partial"`` per block.
-        hash_labels: a short label per block, drawn above it (``None``: "never hashed").
+        hash_labels: a short label per block, drawn above it (``None``: "no hash yet").
         hover_hashes: the full hash per block, shown on hover.
         marked_tokens: token positions to outline (e.g. the first token that differs).
         title: figure title.

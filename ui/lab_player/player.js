@@ -11,7 +11,7 @@
   let A = null;          // the latest args from Streamlit
   let dataId = null;     // which timeline is loaded
   let pos = 0, n = 0, frames = [], playing = false, timer = null, selected = null;
-  let lastArgsStep = null, writeTimer = null, nonce = 0;
+  let lastArgsStep = null, writeTimer = null, nonce = 0, laidOutProjector = null;
   const chips = new Map(), tiles = [], marks = [];
   let shown = null;      // the frame on screen (to animate the difference to the next)
 
@@ -342,13 +342,16 @@
       dataId = A.data_id; frames = A.data.frames; n = frames.length - 1; shown = null;
       chips.forEach((c) => c.remove()); chips.clear(); selected = A.block;
       setPlaying(false); clearTimeout(writeTimer);
-      buildPool(sizes()); lastArgsStep = A.step; show(A.step, false);
+      laidOutProjector = A.projector; buildPool(sizes()); lastArgsStep = A.step; show(A.step, false);
       focusOnce();
       return;
     }
     legend();
+    if (A.projector !== laidOutProjector) {  // type size changed: lay the tiles out again
+      laidOutProjector = A.projector; buildPool(sizes()); shown = null; show(pos, false); return;
+    }
     if (A.step !== lastArgsStep) { lastArgsStep = A.step; if (A.step !== pos) show(A.step, Math.abs(A.step - pos) === 1); }
-    else show(pos, false);
+    else { renderControls(); height(); }  // an echo of our own step: leave running transitions alone
   }
   window.addEventListener("message", (e) => {
     if (e.data && e.data.type === "streamlit:render") onRender(e.data.args);
