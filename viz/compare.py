@@ -40,8 +40,8 @@ def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same wor
     ), row=1, col=2)
     top_rate = max([100 * r.hit_rate for r in results] + [10])
     top_tokens = max([r.prefill_computed for r in results] + [1])
-    fig.update_yaxes(title_text="% of prompt", range=[0, min(100, top_rate * 1.25) if top_rate < 80 else 110], row=1, col=1)
-    fig.update_yaxes(title_text="tokens", range=[0, top_tokens * 1.2], row=1, col=2)
+    fig.update_yaxes(ticksuffix="%", range=[0, min(100, top_rate * 1.25) if top_rate < 80 else 110], row=1, col=1)
+    fig.update_yaxes(range=[0, top_tokens * 1.2], row=1, col=2)
     fig.update_yaxes(gridcolor="#eceff1", automargin=True)
     fig.update_xaxes(automargin=True)
     fig.update_layout(**base_layout(
