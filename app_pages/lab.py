@@ -125,7 +125,7 @@ def main() -> None:
         settings_key=settings_key, compare_with=other,
         labels=(settings.free_policy, other or ""),
         notes=(POLICY_NOTES[settings.free_policy], POLICY_NOTES.get(other or "", "")),
-        projector=projector, locked=predicting,
+        projector=projector, locked=predicting, ack=st.session_state.get("_lab_player_nonce"),
     )
     write_url(settings)
 

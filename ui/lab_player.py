@@ -60,9 +60,14 @@ def lab_player(
     notes: tuple[str, str] = ("", ""),
     projector: bool = False,
     locked: bool = False,
+    ack: object = None,
     key: str = "lab_player",
 ) -> dict[str, Any] | None:
-    """Draw the player for ``runs.runs[policy]`` at ``step``; the value it last sent (or None)."""
+    """Draw the player for ``runs.runs[policy]`` at ``step``; the value it last sent (or None).
+
+    ``ack``: the nonce of the last value the page applied, so the player can tell a rerun that
+    answers its newest step from an older one still in flight (and not jump back).
+    """
     data = runs.playback(policy)
     other = None
     if compare_with is not None:
@@ -70,5 +75,5 @@ def lab_player(
     data_id = hashlib.sha1(f"{runs.text}|{settings_key}|{policy}|{compare_with}".encode()).hexdigest()[:16]
     return _component(
         data=data, other=other, data_id=data_id, step=step, block=block, projector=projector, locked=locked,
-        labels=list(labels), notes=list(notes), theme=theme_args(), key=key, default=None,
+        labels=list(labels), notes=list(notes), theme=theme_args(), ack=ack, key=key, default=None,
     )

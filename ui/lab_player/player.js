@@ -11,7 +11,7 @@
   let A = null;          // the latest args from Streamlit
   let dataId = null;     // which timeline is loaded
   let pos = 0, n = 0, frames = [], playing = false, timer = null, selected = null;
-  let lastArgsStep = null, writeTimer = null, nonce = 0, laidOutProjector = null;
+  let lastArgsStep = null, writeTimer = null, nonce = 0, laidOutProjector = null, lastSent = null;
   const chips = new Map(), tiles = [], marks = [];
   let shown = null;      // the frame on screen (to animate the difference to the next)
 
@@ -271,7 +271,8 @@
     if (delay === null) return;
     writeTimer = setTimeout(() => {
       lastArgsStep = pos;  // the rerun this causes echoes pos back: not a move to make
-      send("streamlit:setComponentValue", { value: { step: pos, block: selected, nonce: ++nonce + Date.now() }, dataType: "json" });
+      lastSent = `${Date.now()}-${++nonce}`;
+      send("streamlit:setComponentValue", { value: { step: pos, block: selected, nonce: lastSent }, dataType: "json" });
     }, delay);
   }
   function height() { send("streamlit:setFrameHeight", { height: Math.ceil(document.getElementById("player").scrollHeight + 4) }); }
@@ -347,6 +348,7 @@
       return;
     }
     legend();
+    if (lastSent !== null && A.ack !== lastSent) { renderControls(); height(); return; }  // an older echo: ours is on its way
     if (A.projector !== laidOutProjector) {  // type size changed: lay the tiles out again
       laidOutProjector = A.projector; buildPool(sizes()); shown = null; show(pos, false); return;
     }
