@@ -12,6 +12,7 @@ import streamlit as st
 
 from ui.settings import render_sidebar
 from ui.state import restore_from_url
+from ui.style import APP_CSS
 
 ROOT = Path(__file__).parent
 #: Pages that play scenarios or prompts with the sidebar's engine settings. The others (lessons,
@@ -60,6 +61,7 @@ def pages() -> dict[str, list[st.Page]]:
 st.set_page_config(page_title="PrefixLab", page_icon="🧱", layout="wide")
 restore_from_url()
 navigation = st.navigation(pages())
+st.markdown(APP_CSS, unsafe_allow_html=True)
 if navigation.title == "Lessons" and "lesson" not in st.query_params and "scenario" in st.query_params:
     st.switch_page("app_pages/lab.py")  # a lab link shared when the lab was the first page
 if navigation.title in settings_titles:

@@ -131,7 +131,7 @@ with st.expander("How each block of r2 was hashed", expanded=drawn_full <= MAX_E
 
 st.info(
     f"**Seed** {plain_md(result.seed[:16])}{'…' if len(result.seed) > 16 else ''}: {seed_reason}. "
-    f"NONE_HASH = hash(seed) = `{short(result.none_hash, 16)}…`, the parent of block 0."
+    f"NONE_HASH = hash(seed) = `{short(result.none_hash)}…`, the parent of block 0."
 )
 if algo.startswith("xxhash") and not seed_text.strip():
     st.caption(

@@ -127,10 +127,10 @@ def policy_views(lesson: Lesson, run: ScenarioRun, position: int, policy: str, n
     contents = block_contents(run.events)
     text = run.token_text
     prefix = f"{lesson.slug}_{policy}"
-    st.plotly_chart(block_grid(snap, touched, contents=contents, token_text=text), key=f"{prefix}_grid", config=PLOT_CONFIG)
-    st.plotly_chart(free_queue_figure(snap, touched, contents=contents, token_text=text, per_row=5 if narrow else 8),
+    st.plotly_chart(block_grid(snap, touched=touched, contents=contents, token_text=text), key=f"{prefix}_grid", config=PLOT_CONFIG)
+    st.plotly_chart(free_queue_figure(snap, touched=touched, contents=contents, token_text=text, per_row=6 if narrow else 10),
                     key=f"{prefix}_queue", config=PLOT_CONFIG)
-    st.plotly_chart(block_tables_figure(snap, touched, hits=hit_blocks(run.events, index)), key=f"{prefix}_tables",
+    st.plotly_chart(block_tables_figure(snap, touched=touched, hits=hit_blocks(run.events, index)), key=f"{prefix}_tables",
                     config=PLOT_CONFIG)
 
 
@@ -240,9 +240,8 @@ def scenario_section(lesson: Lesson) -> None:
                   on_click=open_in_lab, args=(lesson, flow.state_index(first, position)),
                   help="The eviction lab steps through every single event of this scenario, forwards and backwards")
     with pictures:
-        states = [s for s in POOL_STATES if s != "highlight"] + list(TABLE_STATES)
-        st.markdown(legend_html(states), unsafe_allow_html=True)
-        st.caption("Blocks with a thick pink outline are the ones this line allocated or hit.")
+        st.markdown(legend_html(list(POOL_STATES) + list(TABLE_STATES), ("touched",)), unsafe_allow_html=True)
+        st.caption("Blocks with a thick solid outline are the ones this line allocated or hit.")
         for policy, run in runs.items():
             if len(runs) > 1:
                 st.markdown(f"**{policy}** · {POLICY_NOTES[policy]}")

@@ -189,10 +189,10 @@ def blocks_figure(view: RequestView) -> go.Figure:
     first_output = {view.num_prompt_tokens} if len(view.token_text) > view.num_prompt_tokens else set()
     return token_blocks_figure(
         view.token_text, view.block_size, view.states, view.short_hashes, hover_hashes=view.full_hashes,
-        physical_ids=view.physical_ids, marked_tokens=first_output, tokens_per_row=view.block_size,
+        physical_ids=view.physical_ids, marked_tokens=first_output, mark="generated", tokens_per_row=view.block_size,
         max_token_chars=6,
         title=f"{view.request_id}: {view.num_prompt_tokens} prompt + {len(view.token_text) - view.num_prompt_tokens} "
-              f"generated tokens · {view.num_hit_blocks} of {view.states.count('hit') + view.states.count('computed')} "
+              f"generated · {view.num_hit_blocks}/{view.states.count('hit') + view.states.count('computed')} "
               "full blocks hit",
     )
 
@@ -243,7 +243,7 @@ def show_requests(eng: LLMEngine) -> None:
         return
     st.caption("Each row is one block. `block 2 → #17`: logical block 2 of the request is backed by "
                "physical KV block 17, and its hash starts with the 8 hex digits shown (hover for all 64). "
-               "Pink outline: the first generated token.")
+               "A double outline marks the first generated token.")
     for index, item in enumerate(history[:SHOWN_REQUESTS]):
         view = request_view(eng, item["id"])
         place = st.container(border=True) if index == 0 else st.expander(f"{item['id']} · {metrics_line(view)}")
@@ -335,7 +335,8 @@ def main() -> None:
 
     if class_server_panel():  # "send to the class server": the prompt goes to a shared server, not this engine
         return
-    b1, b2, b3, b4, b5 = st.columns([0.9, 1.6, 1.4, 1.6, 0.9], vertical_alignment="center")
+    b3, _ = st.columns([1, 2])  # its own row: five controls in one row get cut to "Se…" on a projector
+    b1, b2, b4, b5 = st.columns([1, 1.6, 1.6, 1], vertical_alignment="center")
     busy = bool(s["pg_pending"])  # drawn before the answer streams in: disabled while it does
     b1.button("Send", type="primary", key="pg_send", on_click=on_send, icon=":material/send:", width="stretch",
               disabled=busy)

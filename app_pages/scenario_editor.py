@@ -92,7 +92,7 @@ def main() -> None:
                  on_change=copy_back("editor_template"), format_func=titles.get)
     c2.button("Load it", key="editor_load", on_click=load_builtin, width="stretch",
               help="Replaces the text below with the built-in scenario.")
-    b1, b2, msg = st.columns([1.5, 1, 3], vertical_alignment="center")
+    b1, b2, msg = st.columns([1.35, 1, 2.9], vertical_alignment="center")
     b1.button("Run in the lab", key="editor_run", type="primary", on_click=run_in_lab, width="stretch")
     b2.button("Check", key="editor_check", on_click=check, width="stretch")
     error = st.session_state.get("editor_error")

@@ -208,6 +208,10 @@ class BlockHasher:
         return hashes
 
 
-def short_hash(block_hash: BlockHash | None, n: int = 8) -> str:
+#: How many hex digits every label shows of a hash (the app's one hash length; viz.theme uses it).
+SHORT_HASH_CHARS = 8
+
+
+def short_hash(block_hash: BlockHash | None, n: int = SHORT_HASH_CHARS) -> str:
     """First ``n`` hex digits of a hash, for labels (``"-"`` for no hash)."""
     return "-" if block_hash is None else block_hash.hex()[:n]

@@ -20,6 +20,7 @@ from engine.events import (
     StepStarted,
     TokenGenerated,
 )
+from engine.hashing import short_hash
 
 TokenText = Callable[[int], str]
 
@@ -113,7 +114,7 @@ def describe_event(
         parts = []
         for block_id, block_hash in zip(event.block_ids, event.block_hashes):
             tokens = tokens_label(contents.get(block_hash), text) if contents else ""
-            what = f"hash {block_hash.hex()[:8]}" + (f" ({tokens})" if tokens else "")
+            what = f"hash {short_hash(block_hash)}" + (f" ({tokens})" if tokens else "")
             parts.append(f"Block {block_id} is evicted: it is reused"
                          + (f" for {event.request_id}" if event.request_id else "")
                          + f", so its {what} leaves the hash table.")

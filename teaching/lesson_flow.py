@@ -19,8 +19,8 @@ from engine.timeline import block_contents
 from teaching.answers import order_hint, wrong_answer_feedback
 from teaching.describe import EVENT_TAGS, describe_event
 from teaching.lessons import Answer, Lesson, Question
-from teaching.scenario import ActionSpan, ScenarioRun
 from teaching.limits import parse_whole_number
+from teaching.scenario import ActionSpan, ScenarioRun
 
 #: Events that make the step log too chatty for a beginner.
 QUIET_KINDS = frozenset({"token", "step", "schedule"})

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.events import BlocksAllocated, BlocksFreed, BlocksTouched, Event
+from engine.hashing import short_hash
 from engine.llm_engine import LLMEngine, Prompt
 
 CHAT, TEXT = "chat", "text"
@@ -146,7 +147,7 @@ class RequestView:
         return self.states.count("hit")
 
 
-def request_view(engine: LLMEngine, request_id: str, hash_chars: int = 8) -> RequestView:
+def request_view(engine: LLMEngine, request_id: str) -> RequestView:
     """Prompt and output tokens as blocks: which were hits, their hashes, the blocks backing them."""
     request = engine.get_request(request_id)
     output = engine.output_of(request_id)
@@ -162,7 +163,7 @@ def request_view(engine: LLMEngine, request_id: str, hash_chars: int = 8) -> Req
         full = (index + 1) * block_size <= len(tokens)
         states.append("partial" if not full else "hit" if index < hit_blocks else "computed")
         block_hash = hashes[index] if full and index < len(hashes) else None
-        shorts.append(block_hash.hex()[:hash_chars] if block_hash else None)
+        shorts.append(short_hash(block_hash) if block_hash else None)
         fulls.append(block_hash.hex() if block_hash else None)
         physical.append(table[index] if index < len(table) else None)  # the last sampled token has no slot
     return RequestView(

@@ -23,8 +23,7 @@ LAB_DEFAULTS: dict[str, object] = {
     "lab_pos": 0,
     "lab_compare": False,
     "lab_predict": False,
-    "lab_playing": False,
-    "lab_speed": 2.0,
+    "lab_projector": False,
     "lab_block": None,
     "lab_hash": None,
     "lab_q": None,
@@ -52,6 +51,22 @@ def get_runs(text: str, settings: LabSettings) -> LabRuns:
             cache.pop(next(iter(cache)))
         cache[key] = runs
     return cache[key]
+
+
+def take_player_value(num_events: int) -> None:
+    """Adopt the step (and selected block) the browser player sent when its playback came to rest.
+
+    Each value carries a nonce, so a value is applied once, not on every later rerun.
+    """
+    value = st.session_state.get("lab_player")
+    if not isinstance(value, dict) or value.get("nonce") == st.session_state.get("_lab_player_nonce"):
+        return
+    st.session_state["_lab_player_nonce"] = value.get("nonce")
+    step = value.get("step")
+    if isinstance(step, int) and 0 <= step <= num_events:
+        st.session_state["lab_pos"] = step
+    block = value.get("block")
+    st.session_state["lab_block"] = block if isinstance(block, int) and block >= 0 else None
 
 
 # -- URL -------------------------------------------------------------------------------------------------
@@ -95,6 +110,7 @@ def restore_from_url() -> None:
     if num_blocks is not None:
         st.session_state["cfg_num_blocks"] = num_blocks
     st.session_state["lab_compare"] = q.get("compare") == "1"
+    st.session_state["lab_projector"] = q.get("projector") == "1"
     st.session_state["lab_block"] = _int(q.get("block"), 0, 255)
 
 
@@ -112,6 +128,8 @@ def write_url(settings: LabSettings) -> None:
         params["blocks"] = str(settings.num_blocks)
     if s["lab_compare"]:
         params["compare"] = "1"
+    if s["lab_projector"]:
+        params["projector"] = "1"
     if s["lab_block"] is not None:
         params["block"] = str(s["lab_block"])
     if dict(st.query_params) != params:

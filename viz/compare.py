@@ -14,24 +14,19 @@ from plotly.subplots import make_subplots
 from teaching.compare import PolicyResult
 from teaching.ttft import TtftSample
 from teaching.ttft import speedup as ttft_speedup
-from viz.theme import STATE_COLORS, base_layout
+from viz.theme import SERIES_COLORS, base_layout
 
-#: One colour per setting: caching off is grey (nothing reused), the two free rules use the
-#: palette's two "cached" colours (in use, and free-but-still-cached).
-SETTING_COLORS: dict[str, str] = {
-    "off": STATE_COLORS["partial"],
-    "vllm": STATE_COLORS["hit"],
-    "classic": STATE_COLORS["cached_free"],
-}
-TTFT_COLORS: dict[bool, str] = {False: STATE_COLORS["partial"], True: STATE_COLORS["hit"]}
+#: One colour per setting, from the theme's series colours (never a block state's colour).
+SETTING_COLORS: dict[str, str] = SERIES_COLORS
+TTFT_COLORS: dict[bool, str] = {False: SERIES_COLORS["off"], True: SERIES_COLORS["vllm"]}
 
 
 def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same workload, three cache settings") -> go.Figure:
     """Two bar panels: token hit rate (%) and prefill tokens computed, one bar per setting."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
                         subplot_titles=("Prompt tokens served from the cache", "Prefill tokens computed"))
     labels = [r.label for r in results]
-    colors = [SETTING_COLORS.get(r.key, STATE_COLORS["computed"]) for r in results]
+    colors = [SETTING_COLORS.get(r.key, SERIES_COLORS["off"]) for r in results]
     fig.add_trace(go.Bar(
         name="hit rate", x=labels, y=[100 * r.hit_rate for r in results], marker_color=colors,
         text=[f"{100 * r.hit_rate:.0f}%" for r in results], textposition="outside", cliponaxis=False,
@@ -46,8 +41,8 @@ def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same wor
     ), row=1, col=2)
     top_rate = max([100 * r.hit_rate for r in results] + [10])
     top_tokens = max([r.prefill_computed for r in results] + [1])
-    fig.update_yaxes(title_text="% of prompt tokens", range=[0, min(100, top_rate * 1.25) if top_rate < 80 else 110], row=1, col=1)
-    fig.update_yaxes(title_text="tokens", range=[0, top_tokens * 1.2], row=1, col=2)
+    fig.update_yaxes(ticksuffix="%", range=[0, min(100, top_rate * 1.25) if top_rate < 80 else 110], row=1, col=1)
+    fig.update_yaxes(range=[0, top_tokens * 1.2], row=1, col=2)
     fig.update_yaxes(gridcolor="#eceff1", automargin=True)
     fig.update_xaxes(automargin=True)
     fig.update_layout(**base_layout(

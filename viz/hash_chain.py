@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 from teaching.describe import describe_extra_keys
-from viz.theme import STATE_COLORS, STATE_LABELS, base_layout, plain_text
+from viz.theme import OUTLINES, STATE_COLORS, STATE_LABELS, base_layout, plain_text, short_hash
 
 if TYPE_CHECKING:
     from teaching.prefix_probe import BlockTrace
@@ -36,8 +36,9 @@ PENDING_LINE = "#9e9e9e"
 TEXT_DARK = "#212121"
 
 
-def short(block_hash: bytes | None, n: int = 8) -> str:
-    return "-" if block_hash is None else block_hash.hex()[:n]
+def short(block_hash: bytes | None) -> str:
+    """The one short form of a hash (:func:`viz.theme.short_hash`)."""
+    return short_hash(block_hash)
 
 
 def _tokens_line(tokens: Sequence[str]) -> str:
@@ -144,8 +145,8 @@ def _probe_frame(
             text_colors.append(TEXT_DARK if state == "partial" else "white")
             texts.append(_box_text(block))
             is_changed = block.index in changed
-            lines.append(STATE_COLORS["highlight"] if is_changed else TEXT_DARK)
-            widths.append(5 if is_changed else 1)
+            lines.append(OUTLINES["differs"].color if is_changed else TEXT_DARK)
+            widths.append(OUTLINES["differs"].width + 1 if is_changed else 1)
             lookups.append(lookup_text(block, num_hits))
         else:
             fills.append(PENDING_FILL)
@@ -225,7 +226,7 @@ def hash_chain_figure(
         (STATE_LABELS["hit"], STATE_COLORS["hit"], STATE_COLORS["hit"]),
         ("miss: computed", STATE_COLORS["computed"], STATE_COLORS["computed"]),
         (STATE_LABELS["partial"], STATE_COLORS["partial"], STATE_COLORS["partial"]),
-        ("hash differs from r1", "white", STATE_COLORS["highlight"]),
+        ("hash differs from r1 (thick outline)", "white", OUTLINES["differs"].color),
         ("not hashed yet", PENDING_FILL, PENDING_LINE),
     ]
     for name, fill, line in legend_items:

@@ -6,7 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine.events import BlockRemoved
 from teaching.scenario_library import BUILTIN_SCENARIOS, builtin_titles
-from tests.app.conftest import APP, TIMEOUT, markdown_text
+from tests.app.conftest import APP, TIMEOUT
 
 
 def test_a_first_visit_lands_on_lesson_1_not_the_lab() -> None:

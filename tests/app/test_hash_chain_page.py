@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import page_path, run_page
-from viz.theme import STATE_COLORS
+from viz.theme import OUTLINES
 
 PAGE = page_path("hash_chain")
 
@@ -38,7 +38,7 @@ def test_default_edit_changes_every_later_hash(at: AppTest) -> None:
     fig = figure(at)
     assert len(fig["frames"]) == 6
     lines = fig["data"][1]["marker"]["line"]["color"]
-    assert [c == STATE_COLORS["highlight"] for c in lines] == [False, False, True, True, True, False]
+    assert [c == OUTLINES["differs"].color for c in lines] == [False, False, True, True, True, False]
     assert "vllm-none-hash" in at.info[0].value and "fixed default for sha256" in at.info[0].value
     assert any("from block 2 on (3 of 5)" in m.value for m in at.markdown)
     assert any("token 11 changed from 'dog' to 'cat': it sits in block 2" in m.value for m in at.markdown)

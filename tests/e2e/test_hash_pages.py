@@ -73,7 +73,7 @@ def test_why_miss_verdict_and_presets(page, streamlit_servers) -> None:  # type:
     open_page(page, url_of(streamlit_servers, "why_miss"))
     wait_for_text(page, "r2 would hit 2 blocks (8 of its 17 tokens): block 2 differs at token 11")
     assert page.locator(".js-plotly-plot").count() == 2
-    assert "never hashed" in plot_text(page, 1)
+    assert "no hash yet" in plot_text(page, 1)
     page.locator("[data-testid=stSelectbox]", has_text="Example").click()
     page.get_by_role("option", name="Same prompt, another cache salt").click()
     wait_for_text(page, "the cache salt differs ('alice' vs 'bob')")

@@ -64,3 +64,37 @@ def test_engine_step_and_log_window() -> None:
     assert [line.index for line in lines] == [8, 9, 10, 11, 12]
     assert [line.current for line in lines] == [False, False, True, False, False]
     assert [line.future for line in lines] == [False, False, False, True, True]
+
+
+# -- the browser player's data ---------------------------------------------------------------------------
+def test_playback_has_every_state_and_the_jumps() -> None:
+    from teaching.lab import build_runs, playback
+    from teaching.scenario_library import BUILTIN_SCENARIOS
+
+    runs = build_runs(BUILTIN_SCENARIOS["design-doc"])
+    run = runs.runs["classic"]
+    data = playback(run, runs.contents["classic"])
+    frames = data["frames"]
+    assert len(frames) == len(run.events) + 1 and data["num_blocks"] == run.num_blocks
+    timeline = run.timeline()
+    for pos in (0, 4, 22, len(run.events)):
+        snap = timeline.state_at(pos)
+        assert frames[pos]["fq"] == list(snap.free_queue)
+        assert frames[pos]["ref"] == list(snap.ref_cnt)
+        assert [h is None for h in frames[pos]["hash"]] == [h is None for h in snap.block_hash]
+    (evict,) = data["jumps"]["eviction"]
+    assert run.events[evict - 1].kind == "evicted" and frames[evict]["evicted"] == [4]
+    assert frames[evict]["card"]["tag"] == "EVICT"
+    assert runs.playback("classic") is runs.playback("classic")  # computed once
+
+
+def test_alignment_matches_align_index() -> None:
+    from teaching.lab import align_index, alignment, build_runs
+    from teaching.scenario_library import BUILTIN_SCENARIOS
+
+    runs = build_runs(BUILTIN_SCENARIOS["eviction-pressure"])
+    vllm, classic = runs.runs["vllm"], runs.runs["classic"]
+    table = alignment(vllm, classic)
+    assert len(table) == len(vllm.events) + 1
+    assert table == [align_index(vllm, classic, i) for i in range(len(vllm.events) + 1)]
+    assert table == sorted(table)  # never goes back in time
