@@ -212,6 +212,13 @@ class BlockHasher:
 SHORT_HASH_CHARS = 8
 
 
-def short_hash(block_hash: BlockHash | None, n: int = SHORT_HASH_CHARS) -> str:
-    """First ``n`` hex digits of a hash, for labels (``"-"`` for no hash)."""
-    return "-" if block_hash is None else block_hash.hex()[:n]
+def short_hash(block_hash: BlockHash | int | None, n: int = SHORT_HASH_CHARS) -> str:
+    """First ``n`` hex digits of a hash, for labels (``"-"`` for no hash).
+
+    An ``int`` is a hash as KV events publish it (64 bits, :func:`external_block_hash`).
+    """
+    if block_hash is None:
+        return "-"
+    if isinstance(block_hash, int):
+        return f"{block_hash & EXTERNAL_HASH_MASK:016x}"[:n]
+    return block_hash.hex()[:n]

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 import plotly.graph_objects as go
 
-from teaching.live.state import BlockKey, CachedBlock, ReplicaState, short_hash
-from viz.theme import STATE_COLORS, base_layout
+from teaching.live.state import BlockKey, CachedBlock, ReplicaState
+from viz.theme import STATE_COLORS, base_layout, short_hash
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -108,7 +108,7 @@ def prefix_tree_figure(replica: ReplicaState, decode: Decode | None = None, *,
         ys.append(row)
         labels.append(_clip(text))
         where = f" · block #{block.block_id}" if block.block_id is not None else ""
-        hovers.append(f"hash {short_hash(key, 16)}{where}<br>stored in batch {block.stored_seq}"
+        hovers.append(f"hash {short_hash(key)}{where}<br>stored in batch {block.stored_seq}"
                       f"{' (×' + str(block.copies) + ')' if block.copies > 1 else ''}<br>{_clip(text, 200)}")
         if block.parent in placed:
             px, py = placed[block.parent]
@@ -134,7 +134,7 @@ def prefix_tree_figure(replica: ReplicaState, decode: Decode | None = None, *,
             orphans += 1
         ghost_x.append(depth)
         ghost_y.append(row)
-        ghost_hover.append(f"evicted in batch {ghost.removed_seq}<br>hash {short_hash(ghost.block_hash, 16)}"
+        ghost_hover.append(f"evicted in batch {ghost.removed_seq}<br>hash {short_hash(ghost.block_hash)}"
                            f"<br>{_clip(block_text(ghost, decode), 200)}")
     if orphans:
         rows_used = orphan_row + (orphans - 1) // columns

@@ -104,7 +104,7 @@ FONT_FAMILY = "Inter, Segoe UI, Helvetica, Arial, sans-serif"
 DARK_FILLS = {"null", "in_use", "hit", "evicted"}
 
 
-def short_hash(block_hash: bytes | None) -> str:
+def short_hash(block_hash: bytes | int | None) -> str:
     """A hash as every view shows it: the first ``HASH_CHARS`` hex digits, or ``NO_HASH``."""
     return NO_HASH if block_hash is None else _engine_short_hash(block_hash, HASH_CHARS)
 

@@ -27,14 +27,6 @@ GHOSTS_KEPT = 48
 HISTORY_KEPT = 5000
 
 
-def short_hash(key: BlockKey | None, digits: int = 6) -> str:
-    if key is None:
-        return "none"
-    if isinstance(key, bytes):
-        return key.hex()[:digits]
-    return f"{key & 0xFFFFFFFFFFFFFFFF:016x}"[:digits]
-
-
 @dataclass
 class CachedBlock:
     """One cached block as the events describe it."""

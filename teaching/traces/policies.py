@@ -20,7 +20,7 @@ import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 from engine.errors import ConfigError
 from engine.events import EventLog
@@ -204,8 +204,8 @@ class LeafEvictingBlockPool(BlockPool):
         super().touch(block_list, request_id)
 
     def cache_full_blocks(self, blocks: list[KVCacheBlock], block_hashes: list[BlockHash], num_cached_blocks: int,
-                          num_full_blocks: int, block_size: int, token_ids: list[int], *,
-                          request_id: str | None = None, lora_name: str | None = None) -> None:
+                          num_full_blocks: int, block_size: int, token_ids: list[int],
+                          **metadata: Any) -> None:
         table = self.cached_block_hash_to_block
         new_hashes: list[tuple[BlockHash, BlockHash | None, bool]] = []
         for index in range(num_cached_blocks, num_full_blocks):
@@ -215,7 +215,7 @@ class LeafEvictingBlockPool(BlockPool):
             else:
                 new_hashes.append((block_hash, block_hashes[index - 1] if index > 0 else None, False))
         super().cache_full_blocks(blocks, block_hashes, num_cached_blocks, num_full_blocks, block_size, token_ids,
-                                  request_id=request_id, lora_name=lora_name)
+                                  **metadata)
         for block_hash, parent, duplicate in new_hashes:
             self.order.accessed(block_hash)
             if duplicate:
