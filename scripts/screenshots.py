@@ -30,7 +30,7 @@ VIEWPORT = {"width": 1024, "height": 768}  # what a classroom projector shows
 #: The lab in its other modes: (query, file name).
 LAB_SHOTS = [
     ("lab?scenario=eviction-pressure&step=30", "lab-mid-run"),
-    ("lab?scenario=design-doc&policy=classic&compare=1&step=34", "lab-compare"),
+    ("lab?scenario=design-doc&policy=classic&compare=1&step=35", "lab-compare"),
     ("lab?scenario=eviction-pressure&step=30&projector=1", "lab-projector"),
 ]
 

@@ -58,3 +58,9 @@ def shape(fig: dict, name: str) -> dict:
 
 def markdown_text(at: AppTest) -> str:
     return "\n".join(m.value for m in at.markdown)
+
+
+def player(at: AppTest) -> dict:
+    """The arguments the lab page passed to the browser player."""
+    (element,) = [e for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
+    return json.loads(element.proto.json_args)

@@ -7,24 +7,16 @@ projector, URL). tests/e2e/test_lab_player.py checks the player itself in chromi
 
 from __future__ import annotations
 
-import json
-
 from streamlit.testing.v1 import AppTest
 
 from teaching.scenario_library import DEFAULT_SCENARIO
-from tests.app.conftest import markdown_text, new_app
+from tests.app.conftest import markdown_text, new_app, player
 
 
 def click(at: AppTest, key: str) -> AppTest:
     at.button(key=key).click().run()
     assert not at.exception, at.exception
     return at
-
-
-def player(at: AppTest) -> dict:
-    """The arguments the lab page passed to the browser player."""
-    (element,) = [e for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
-    return json.loads(element.proto.json_args)
 
 
 def test_lab_sends_the_whole_timeline_once(lab: AppTest) -> None:
@@ -86,7 +78,7 @@ def test_the_step_comes_back_when_playback_rests(lab: AppTest) -> None:
 
 
 def test_compare_sends_both_policies_aligned() -> None:
-    at = new_app(step="34", policy="classic")
+    at = new_app(step="35", policy="classic")
     at.run()
     at.toggle(key="_w_lab_compare").set_value(True).run()
     assert not at.exception
@@ -94,8 +86,8 @@ def test_compare_sends_both_policies_aligned() -> None:
     assert args["labels"] == ["classic", "vllm"]
     align = args["other"]["align"]
     assert len(align) == len(args["data"]["frames"])
-    classic, vllm = args["data"]["frames"][34], args["other"]["data"]["frames"][align[34]]
-    # classic just evicted block 4; vllm, at the same point, still has A..P cached in block 4.
+    classic, vllm = args["data"]["frames"][35], args["other"]["data"]["frames"][align[35]]
+    # classic just gave block 4 to r2 and evicted it (allocation logged first); vllm, at the same point, still has A..P cached in block 4.
     assert classic["hash"][4] is None and vllm["hash"][4] is not None
     assert classic["fq"] != vllm["fq"]
 

@@ -64,7 +64,7 @@ def test_no_truncated_or_overflowing_text_on_any_page(browser, app_url, size) ->
     try:
         open_page(page, app_url)
         urls = [href for _, href in nav_pages(page)]
-        urls += [f"{app_url}/?projector=1", f"{app_url}/?compare=1&policy=classic&step=34"]
+        urls += [f"{app_url}/lab?projector=1", f"{app_url}/lab?compare=1&policy=classic&step=35"]
         problems = {}
         for url in urls:
             open_page(page, url, timeout_ms=180_000)  # the Playground may load the model
