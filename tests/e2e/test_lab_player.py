@@ -35,7 +35,7 @@ def step_until(page, frame, key: str, expected: int) -> None:  # type: ignore[no
 
 
 def test_keys_step_with_a_running_transition(page, app_url) -> None:  # type: ignore[no-untyped-def]
-    open_page(page, f"{app_url}/?scenario=design-doc&policy=vllm")
+    open_page(page, f"{app_url}/lab?scenario=design-doc&policy=vllm")
     frame = player_frame(page)
     assert pos(frame) == 0
     # After clicking a toggle (focus on a Streamlit switch) the arrow keys still step the lab.
@@ -76,7 +76,7 @@ def test_keys_step_with_a_running_transition(page, app_url) -> None:  # type: ig
 def test_autoplay_makes_no_server_round_trip_per_frame(page, app_url) -> None:  # type: ignore[no-untyped-def]
     sent: list[object] = []
     page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(payload)))
-    open_page(page, f"{app_url}/?scenario=design-doc&policy=classic")
+    open_page(page, f"{app_url}/lab?scenario=design-doc&policy=classic")
     frame = player_frame(page)
     n = int(frame.evaluate("() => window.prefixlabPlayer.n"))
     assert n >= 40
@@ -98,7 +98,7 @@ def test_projector_fits_one_screen(browser, app_url) -> None:  # type: ignore[no
     context = browser.new_context(viewport={"width": 1024, "height": 768})
     page = context.new_page()
     try:
-        open_page(page, f"{app_url}/?projector=1&scenario=eviction-pressure&step=30")
+        open_page(page, f"{app_url}/lab?projector=1&scenario=eviction-pressure&step=30")
         frame = player_frame(page)
         page.wait_for_timeout(800)
         assert not page.query_selector("[data-testid=stSidebar]").is_visible()
