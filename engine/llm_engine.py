@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from engine.backend import Backend
 from engine.config import EngineConfig
 from engine.errors import InvalidRequestError, UnknownRequestError
 from engine.kv_cache import KVCacheManager
@@ -26,7 +27,7 @@ Prompt = str | list[int] | list[dict[str, str]]
 SIMULATOR_DEFAULT_NUM_BLOCKS = 64
 
 
-def build_backend(config: EngineConfig, progress: Any = None) -> Any:
+def build_backend(config: EngineConfig, progress: Any = None) -> Backend:
     """The object that turns a scheduled batch into sampled tokens."""
     if config.backend == "simulator":
         return SimulatorBackend(seed=config.seed)
@@ -36,10 +37,11 @@ def build_backend(config: EngineConfig, progress: Any = None) -> Any:
 
 
 class LLMEngine:
-    def __init__(self, config: EngineConfig | None = None, *, backend: Any = None, progress: Any = None) -> None:
+    def __init__(self, config: EngineConfig | None = None, *, backend: Backend | None = None,
+                 progress: Any = None) -> None:
         self.config = config or EngineConfig()
-        self.backend = backend if backend is not None else build_backend(self.config, progress)
-        num_blocks = self.config.num_blocks or getattr(self.backend, "num_blocks", None) or SIMULATOR_DEFAULT_NUM_BLOCKS
+        self.backend: Backend = backend if backend is not None else build_backend(self.config, progress)
+        num_blocks = self.config.num_blocks or self.backend.preferred_num_blocks() or SIMULATOR_DEFAULT_NUM_BLOCKS
         self.kv_cache_manager = KVCacheManager(
             num_blocks,
             self.config.block_size,
@@ -50,8 +52,7 @@ class LLMEngine:
             watermark=self.config.watermark,
             enable_events=self.config.enable_events,
         )
-        if hasattr(self.backend, "allocate_kv_cache"):
-            self.backend.allocate_kv_cache(num_blocks, self.config.block_size)
+        self.backend.allocate_kv_cache(num_blocks, self.config.block_size)
         self.scheduler = Scheduler(self.kv_cache_manager, self.config.max_num_batched_tokens, self.config.max_num_seqs)
         self.tokenizer = self.backend.tokenizer
         self.metrics: dict[str, RequestMetrics] = {}
@@ -69,8 +70,6 @@ class LLMEngine:
                 raise InvalidRequestError("This model has no tokenizer: pass token ids instead of text.")
             return self.tokenizer.encode(prompt)
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
-            if not hasattr(self.backend, "apply_chat_template"):
-                raise InvalidRequestError("This back end has no chat template: pass text or token ids.")
             return self.backend.apply_chat_template(prompt)
         return validate_token_ids(prompt)
 
@@ -99,8 +98,6 @@ class LLMEngine:
             lora_name=lora_name, lora_path=lora_path, lora_id=lora_id, cache_salt=cache_salt, prompt_logprobs=prompt_logprobs,
         )
         if scripted_output is not None:
-            if not hasattr(self.backend, "set_script"):
-                raise InvalidRequestError("Scripted outputs only work on the simulator back end.")
             self.backend.set_script(request_id, scripted_output)
         self.metrics[request_id] = RequestMetrics(arrival_time=time.perf_counter(), num_prompt_tokens=len(token_ids))
         self._texts[request_id] = ""
@@ -108,12 +105,12 @@ class LLMEngine:
         return request_id
 
     def _check_fits(self, token_ids: list[int], params: SamplingParams) -> None:
-        vocab_size = getattr(self.backend, "vocab_size", None)
+        vocab_size = self.backend.vocab_size
         if vocab_size is not None and max(token_ids) >= vocab_size:
             raise InvalidRequestError(f"Token id {max(token_ids)} is outside the model's vocabulary (size {vocab_size}).")
         # The last sampled token never needs a slot, hence the -1.
         needed = len(token_ids) + params.max_tokens - 1
-        max_model_len = getattr(self.backend, "max_model_len", None)
+        max_model_len = self.backend.max_model_len
         if max_model_len is not None and needed > max_model_len:
             raise InvalidRequestError(
                 f"The prompt ({len(token_ids)} tokens) plus max_tokens ({params.max_tokens}) exceeds the "
@@ -172,8 +169,7 @@ class LLMEngine:
         forward = time.perf_counter() - started
         for metrics in prefilling:
             metrics.prefill_time += forward
-        eos = getattr(self.backend, "eos_token_ids", set())
-        finished = self.scheduler.update_from_output(sched_out, sampled, eos)
+        finished = self.scheduler.update_from_output(sched_out, sampled, self.backend.eos_token_ids)
         return self._collect_outputs(sched_out, sampled, finished)
 
     def _collect_outputs(self, sched_out: SchedulerOutput, sampled: dict[str, int], finished: list[Request]) -> list[RequestOutput]:
@@ -208,8 +204,7 @@ class LLMEngine:
 
     def _finish_metrics(self, request_id: str) -> None:
         self.metrics[request_id].finished_time = time.perf_counter()
-        if hasattr(self.backend, "forget"):
-            self.backend.forget(request_id)
+        self.backend.forget(request_id)
 
     def output_of(self, request_id: str) -> RequestOutput:
         request = self.get_request(request_id)

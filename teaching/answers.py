@@ -28,6 +28,7 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from engine.errors import PrefixLabError
 from engine.events import BlockRemoved, BlocksTouched, Event, RequestPreempted
@@ -94,7 +95,7 @@ class Word:
     arg: str | None  # "request", "block" or None
     kind: str
     meaning: str
-    fn: Callable[[EngineState, str | int | None], object]
+    fn: Callable[[EngineState, Any], object]  # the argument's type follows ``arg``
 
 
 def _request(state: EngineState, request_id: str):
@@ -247,15 +248,15 @@ def evaluate(expression: Expression, state: EngineState) -> object:
 
 
 # -- printing, matching, options --------------------------------------------------------------------
-def format_value(value: object, kind: str) -> str:
+def format_value(value: Any, kind: str) -> str:
     """The canonical text of a value: what the page shows and what options are compared by."""
     if kind in ("blocks", "set"):
-        items = list(value)  # type: ignore[arg-type]
+        items = list(value)
         return ", ".join(str(b) for b in items) if items else "none"
     if kind == "block":
         return "none" if value is None else str(value)
     if kind == "percent":
-        pct = round(float(value) * 100, 1)  # type: ignore[arg-type]
+        pct = round(float(value) * 100, 1)
         return f"{pct:g}%"
     return str(value)
 
@@ -270,7 +271,7 @@ def _ints(text: str) -> list[int] | None:
     return [int(x) for x in re.findall(r"\d+", cleaned)]
 
 
-def option_matches(option: object, value: object, kind: str) -> bool:
+def option_matches(option: object, value: Any, kind: str) -> bool:
     """Does a teacher's option (text, number or YAML list) say the same as the engine's value?"""
     if isinstance(option, list):
         option = ", ".join(str(x) for x in option)
@@ -281,30 +282,30 @@ def option_matches(option: object, value: object, kind: str) -> bool:
             return False
         if kind == "block":
             return ids == ([] if value is None else [value])
-        return ids == list(value) if kind == "blocks" else sorted(ids) == sorted(value)  # type: ignore[arg-type]
+        return ids == list(value) if kind == "blocks" else sorted(ids) == sorted(value)
     if kind == "percent":
         try:
-            return abs(float(text.rstrip("%").strip()) - float(value) * 100) < 0.05  # type: ignore[arg-type]
+            return abs(float(text.rstrip("%").strip()) - float(value) * 100) < 0.05
         except ValueError:
             return False
     if kind in ("number", "tokens"):
         try:
-            return float(text) == float(value)  # type: ignore[arg-type]
+            return float(text) == float(value)
         except ValueError:
             return False
     return text.lower() == str(value).lower()
 
 
-def _distractors(value: object, kind: str, state: EngineState, rng: random.Random) -> list[object]:
+def _distractors(value: Any, kind: str, state: EngineState, rng: random.Random) -> list[object]:
     """Wrong values a student could plausibly believe, most instructive first."""
     n = state.snapshot.num_blocks
     if kind == "block":
         pool = list(state.snapshot.free_queue) + list(range(1, n))
         return [b for b in dict.fromkeys(pool) if b != value] + ([None] if value is not None else [])
     if kind in ("blocks", "set"):
-        items = list(value)  # type: ignore[arg-type]
+        items = list(value)
         extra = next((b for b in range(1, n) if b not in items), None)
-        cands: list[list[int]] = []
+        cands: list[object] = []
         if len(items) > 1 and kind == "blocks":
             cands += [items[::-1], sorted(items), items[1:] + items[:1]]
         if items:
@@ -315,12 +316,12 @@ def _distractors(value: object, kind: str, state: EngineState, rng: random.Rando
         rng.shuffle(cands[len(cands) // 2 :])
         return cands
     if kind in ("number", "tokens"):
-        v = int(value)  # type: ignore[arg-type]
+        v = int(value)
         step = state.block_size if kind == "tokens" else 1  # token counts move a block at a time
-        cands = [v + step, v - step, 0, v + 2 * step, 2 * v, v + 3 * step]
-        return [c for c in cands if c >= 0]
+        numbers = [v + step, v - step, 0, v + 2 * step, 2 * v, v + 3 * step]
+        return [c for c in numbers if c >= 0]
     if kind == "percent":
-        return _percent_distractors(float(value), state)  # type: ignore[arg-type]  # value is a float here
+        return _percent_distractors(float(value), state)
     if value == "preempted":
         # A preempted request sits in the waiting queue, so "waiting" is half right: never offer it as wrong.
         return [s for s in STATUSES if s not in (value, "waiting")]
@@ -407,10 +408,10 @@ def order_hint(expression: Expression) -> str:
     return ""
 
 
-def diagnose(choice: str, value: object, kind: str) -> str:
+def diagnose(choice: str, value: Any, kind: str) -> str:
     """What is wrong with a student's choice, compared with the engine's value (one short phrase)."""
     if kind in ("blocks", "set"):
-        picked, right = _ints(choice), list(value)  # type: ignore[call-overload]
+        picked, right = _ints(choice), list(value)
         if picked is None:
             return ""
         if kind == "blocks" and sorted(picked) == sorted(right):
@@ -428,7 +429,7 @@ def diagnose(choice: str, value: object, kind: str) -> str:
             picked_num = float(choice.rstrip("%"))
         except ValueError:
             return ""
-        right_num = float(value) * (100 if kind == "percent" else 1)  # type: ignore[arg-type]
+        right_num = float(value) * (100 if kind == "percent" else 1)
         return "too high" if picked_num > right_num else "too low"
     return ""
 

@@ -141,5 +141,11 @@ class ModelBackend:
         self.last_logits = dict(zip(ids, logits))
         return dict(zip(ids, tokens))
 
+    def preferred_num_blocks(self) -> int | None:
+        return self.num_blocks
+
+    def set_script(self, request_id: str, token_ids: list[int]) -> None:
+        raise InvalidRequestError("Scripted outputs only work on the simulator back end: a model samples its own.")
+
     def forget(self, request_id: str) -> None:
         self.sampler.forget(request_id)  # last_logits is replaced next step, so it stays bounded
