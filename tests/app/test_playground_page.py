@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from viz.theme import STATE_COLORS
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "app_pages" / "playground.py")
 
@@ -51,7 +53,7 @@ def test_shared_system_prompt_second_request_hits() -> None:
     assert newest["layout"]["title"]["text"].startswith("req-1")
     assert any("→ #" in label for label in labels)  # physical block ids are shown
     states = [s["fillcolor"] for s in newest["layout"]["shapes"] if s.get("line", {}).get("width") == 1]
-    assert "#2e7d32" in states  # hit colour: the system prompt's blocks came from the cache
+    assert STATE_COLORS["hit"] in states  # hit colour: the system prompt's blocks came from the cache
     cached = int(text.split("cached**")[0].rsplit("**", 1)[1].strip())
     assert cached >= 16
     # The lab's views of the session engine are on the page too.
