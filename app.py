@@ -12,32 +12,48 @@ import streamlit as st
 
 from ui.settings import render_sidebar
 from ui.state import restore_from_url
+from ui.style import APP_CSS
 
 ROOT = Path(__file__).parent
+#: Pages that play scenarios or prompts with the sidebar's engine settings. The others (lessons,
+#: hash chain, why did it miss?) use their own settings, so the sidebar would offer knobs that do nothing.
+SETTINGS_PAGES = ("app_pages/lab.py", "app_pages/scenario_editor.py", "app_pages/compare.py", "app_pages/playground.py")
 
 
-def optional_page(path: str, title: str, icon: str) -> list[st.Page]:
+settings_titles: set[str] = set()  # titles of the pages in SETTINGS_PAGES, as navigation reports them
+
+
+def page(path: str, title: str, icon: str, default: bool = False) -> st.Page:
+    if path in SETTINGS_PAGES:
+        settings_titles.add(title)
+    return st.Page(path, title=title, icon=icon, default=default)
+
+
+def optional_page(path: str, title: str, icon: str, default: bool = False) -> list[st.Page]:
     """A page if its file exists (other pages are built separately), else nothing."""
-    return [st.Page(path, title=title, icon=icon)] if (ROOT / path).exists() else []
+    return [page(path, title, icon, default)] if (ROOT / path).exists() else []
 
 
 def pages() -> dict[str, list[st.Page]]:
     sections = {
-        # Lessons page (app_pages/lessons.py): guided lessons from lessons/.
-        "Learn": optional_page("app_pages/lessons.py", "Lessons", ":material/school:"),
+        # Lessons page (app_pages/lessons.py): guided lessons from lessons/. A first visit lands on lesson 1.
+        "Learn": optional_page("app_pages/lessons.py", "Lessons", ":material/school:", default=True),
         "Explore": [
             # Playground page (app_pages/playground.py): real model, prompts as blocks.
             *optional_page("app_pages/playground.py", "Playground", ":material/chat:"),
             # Hash chain and "Why did it miss?" pages (app_pages/hash_chain.py, app_pages/why_miss.py).
             *optional_page("app_pages/hash_chain.py", "Hash chain", ":material/link:"),
             *optional_page("app_pages/why_miss.py", "Why did it miss?", ":material/search:"),
+            *optional_page("app_pages/live.py", "Live", ":material/sensors:"),
         ],
         "Lab": [
-            st.Page("app_pages/lab.py", title="Block pool & eviction lab", icon=":material/grid_view:", default=True),
-            st.Page("app_pages/scenario_editor.py", title="Scenario editor", icon=":material/edit_note:"),
+            page("app_pages/lab.py", "Block pool & eviction lab", ":material/grid_view:",
+                 default=not (ROOT / "app_pages/lessons.py").exists()),
+            page("app_pages/scenario_editor.py", "Scenario editor", ":material/edit_note:"),
         ],
         # Compare page (app_pages/compare.py): cache off / vLLM / classic on one trace.
         "Measure": optional_page("app_pages/compare.py", "Compare", ":material/bar_chart:"),
+        "At scale": optional_page("app_pages/traces.py", "Production traces", ":material/timeline:"),
     }
     return {name: items for name, items in sections.items() if items}
 
@@ -45,5 +61,9 @@ def pages() -> dict[str, list[st.Page]]:
 st.set_page_config(page_title="PrefixLab", page_icon="🧱", layout="wide")
 restore_from_url()
 navigation = st.navigation(pages())
-render_sidebar()
+st.markdown(APP_CSS, unsafe_allow_html=True)
+if navigation.title == "Lessons" and "lesson" not in st.query_params and "scenario" in st.query_params:
+    st.switch_page("app_pages/lab.py")  # a lab link shared when the lab was the first page
+if navigation.title in settings_titles:
+    render_sidebar()
 navigation.run()

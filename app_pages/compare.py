@@ -14,9 +14,9 @@ from engine.errors import PrefixLabError
 from teaching.compare import PolicyResult, TraceSpec, compare_scenario, compare_trace
 from teaching.playground import TUTOR, build_prompt
 from teaching.scenario_library import BUILTIN_SCENARIOS, builtin_titles
-from teaching.ttft import measure_ttft
+from teaching.ttft import DEFAULT_REPEATS, measure_ttft, speedup
 from ui.settings import current_settings
-from viz.compare import policy_figure, speedup, ttft_figure
+from viz.compare import policy_figure, ttft_figure
 
 PLOT_CONFIG = {"displayModeBar": False}
 TRACE = "generated"
@@ -65,7 +65,8 @@ def workload_results() -> list[PolicyResult] | None:
 def ttft_section() -> None:
     st.subheader("Time to first token on the real model")
     st.caption(f"{len(TTFT_QUESTIONS)} questions behind one long system prompt, each sent alone (one generated token), "
-               "on two fresh engines sharing the loaded SmolLM2: caching off and caching on, taking turns. "
+               "on two fresh engines sharing the loaded SmolLM2: caching off and caching on, taking turns, "
+               f"{DEFAULT_REPEATS} rounds. "
                "Request 1 cannot hit; from request 2 on, the system prompt's blocks come from the cache.")
     if st.button("Measure TTFT", icon=":material/timer:", type="primary", key="cmp_measure"):
         from ui.model import session_engine, shared_model  # imports torch: only when asked
@@ -90,7 +91,11 @@ def ttft_section() -> None:
     on = [s for s in samples if s.caching and s.request > 1]
     if ratio is not None and on:
         st.markdown(f"From request 2 on, caching skipped **{on[0].cached_tokens} of {on[0].prompt_tokens}** prompt tokens "
-                    f"and the first token came **{ratio:.1f}× sooner** on average.")
+                    f"and the first token came **{ratio.median:.1f}× sooner** (median of {ratio.rounds} rounds; "
+                    f"the rounds ranged from {ratio.low:.1f}× to {ratio.high:.1f}×).")
+    st.caption("TTFT is the engine's own reading, from the moment the scheduler picks the request to its first token. "
+               "Bars are medians; whiskers run from the fastest to the slowest round. On a busy CPU one reading "
+               "can be off by half, which is why one round is not enough.")
 
 
 def main() -> None:

@@ -10,12 +10,15 @@ import streamlit as st
 
 from engine.errors import PrefixLabError
 from engine.hashing import HASH_FUNCTIONS, BlockHasher
+from teaching.describe import describe_extra_keys
 from teaching.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache, replace_token
+from ui.text import plain_md
 from viz.hash_chain import changed_blocks, hash_chain_figure, lookup_text, short
 
 DEFAULT_PROMPT = "system : you are a helpful tutor . user : my dog ate my homework , what should I do now ?"
 DEFAULT_IDS = "1 2 3 4 5 6 7 8 9 10 11 12 13 14"
 MAX_DRAWN_BLOCKS = 32  # one animation frame per block: beyond this the figure gets slow to build and send
+MAX_EXPLAINED_BLOCKS = 8  # longer chains keep their block-by-block formulas folded away
 ALGOS = list(HASH_FUNCTIONS)  # sha256, sha256_cbor, xxhash, xxhash_cbor: the engine's own list
 
 
@@ -98,7 +101,7 @@ try:
         block_size=block_size, hash_algo=algo, hash_seed=seed,
     )
 except PrefixLabError as err:
-    st.error(str(err))
+    st.error(plain_md(str(err)))
     st.stop()
 
 probe_blocks, cached_blocks = result.probe.blocks, result.cached.blocks
@@ -112,25 +115,23 @@ if len(probe_blocks) > MAX_DRAWN_BLOCKS or len(cached_blocks) > MAX_DRAWN_BLOCKS
     )
 drawn_cached, drawn_probe = cached_blocks[:MAX_DRAWN_BLOCKS], probe_blocks[:MAX_DRAWN_BLOCKS]
 drawn_full = sum(1 for b in drawn_probe if b.is_full)
-chart_slot = st.empty()  # the figure goes first on screen, but needs the slider below it
-step = st.slider("Blocks of r2 hashed so far", 0, drawn_full, drawn_full, key=f"hc_step_{drawn_full}") if drawn_full else 0
-st.caption("▶ Play animates every step in the browser; this slider redraws the figure at one step and explains it.")
-chart_slot.plotly_chart(
-    hash_chain_figure(drawn_cached, drawn_probe, step=step, none_hash=result.none_hash),
+st.plotly_chart(
+    hash_chain_figure(drawn_cached, drawn_probe, none_hash=result.none_hash),
     key="hash_chain_figure", config={"displayModeBar": False}, theme=None,
 )
+st.caption("▶ Play hashes r2's blocks one by one in your browser; the slider under the picture stops at any block.")
 
-if step:
-    block = result.probe.full_blocks[step - 1]
-    st.markdown(
-        f"**Block {block.index}** = H(parent `{short(block.parent_hash)}`, tokens {list(block.token_ids)}, "
-        f"extra keys `{block.extra_keys}`) = `{short(block.block_hash)}` → "
+with st.expander("How each block of r2 was hashed", expanded=drawn_full <= MAX_EXPLAINED_BLOCKS):
+    st.markdown("\n".join(
+        f"- **Block {block.index}** = H(parent `{short(block.parent_hash)}`, tokens {plain_md(' '.join(block.tokens_text))}, "
+        f"extra keys: {plain_md(describe_extra_keys(block.extra_keys))}) = `{short(block.block_hash)}` → "
         f"{lookup_text(block, result.num_hit_blocks)}"
-    )
+        for block in result.probe.full_blocks[:MAX_DRAWN_BLOCKS]
+    ) or "r2 has no full block: nothing is hashed.")
 
 st.info(
-    f"**Seed** `{result.seed[:16]}{'…' if len(result.seed) > 16 else ''}`: {seed_reason}. "
-    f"NONE_HASH = hash(seed) = `{short(result.none_hash, 16)}…`, the parent of block 0."
+    f"**Seed** {plain_md(result.seed[:16])}{'…' if len(result.seed) > 16 else ''}: {seed_reason}. "
+    f"NONE_HASH = hash(seed) = `{short(result.none_hash)}…`, the parent of block 0."
 )
 if algo.startswith("xxhash") and not seed_text.strip():
     st.caption(
@@ -149,7 +150,8 @@ m3.metric("blocks r2 hits", result.num_hit_blocks)
 notes = []
 if how == "r1 with one token edited":
     before, after = result.cached.tokens_text[edit_pos], result.probe.tokens_text[edit_pos]
-    notes.append(f"r2 is r1 with token {edit_pos} changed from {before!r} to {after!r}: it sits in block {edit_pos // block_size}.")
+    notes.append(f"r2 is r1 with token {edit_pos} changed from {plain_md(repr(before))} to {plain_md(repr(after))}: "
+                 f"it sits in block {edit_pos // block_size}.")
 if changed:
     notes.append(
         f"Hashes differ from r1 from block {changed[0]} on ({len(changed)} of {num_full}): "
@@ -175,6 +177,6 @@ with st.expander("Full hashes"):
             "block": index,
             "r1 hash": a.block_hash.hex() if a and a.block_hash else "never hashed",
             "r2 hash": b.block_hash.hex() if b and b.block_hash else "never hashed",
-            "r2 extra keys": str(b.extra_keys) if b else "",
+            "r2 extra keys": describe_extra_keys(b.extra_keys) if b else "",
         })
     st.dataframe(pd.DataFrame(rows), hide_index=True)

@@ -15,11 +15,14 @@ from engine.errors import PrefixLabError
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
 from engine.timeline import block_contents, hit_blocks
+from teaching import limits
 from teaching.describe import describe_event
-from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, request_view, token_piece
-from ui.model import SESSION_KV_MIB, session_engine, shared_model
+from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, metrics_text, request_view, token_piece
+from ui.class_server import class_server_panel
+from ui.model import SESSION_KV_MIB, check_rate, model_turn, note_request, session_engine, shared_model
 from ui.persist import copy_back, mirror
 from ui.settings import current_settings
+from ui.text import plain_md
 from viz import (
     block_grid,
     block_tables_figure,
@@ -38,7 +41,7 @@ DEFAULTS: dict[str, object] = {
     "pg_step": 0, "pg_history": [], "pg_chat": [], "pg_error": None, "pg_notice": None,
     "pg_pending": [], "pg_queue": [], "pg_kv_mib": SESSION_KV_MIB,
 }
-KV_BUDGETS = (8, 32, 128)  # MiB per session: small pools show eviction, big ones hold long chats
+KV_BUDGETS = limits.KV_CHOICES_MIB  # MiB per session: small pools show eviction, big ones hold long chats
 
 
 # -- state and callbacks ----------------------------------------------------------------------------------
@@ -73,7 +76,12 @@ def engine() -> LLMEngine:
     if s.get("pg_engine") is None or s.get("pg_engine_settings") != wanted:
         config = EngineConfig(enable_prefix_caching=wanted[0], block_size=wanted[2], free_policy=wanted[3],
                               hash_algo=wanted[4])
-        s["pg_engine"] = session_engine(shared_model(), kv_mib=s["pg_kv_mib"], config=config)
+        s["pg_engine"] = None  # the old pool goes back to the shared budget first
+        try:
+            s["pg_engine"] = session_engine(shared_model(), kv_mib=s["pg_kv_mib"], config=config)
+        except PrefixLabError as exc:
+            st.error(plain_md(str(exc)))
+            st.stop()
         s["pg_engine_settings"] = wanted
         s.update(pg_history=[], pg_chat=[], pg_pending=[], pg_queue=[])
     return s["pg_engine"]
@@ -93,13 +101,19 @@ def submit(text: str) -> bool:
     s = st.session_state
     history = s["pg_chat"] if value("pg_mode") == CHAT and value("pg_continue") else []
     try:
+        if s["pg_pending"]:  # one request in flight per student: the model is shared
+            raise PrefixLabError("Wait for the current answer to finish before sending another.")
+        for name, typed in (("The prompt", text), ("The system prompt", str(value("pg_system")))):
+            limits.check_size(name, len(typed), limits.MAX_PROMPT_CHARS, "characters")
         prompt = build_prompt(s["pg_mode"], text, str(value("pg_system")), history)
-        params = SamplingParams(max_tokens=int(value("pg_max_tokens")), temperature=float(value("pg_temperature")))
+        max_tokens = min(int(value("pg_max_tokens")), limits.MAX_GENERATE_TOKENS)
+        params = SamplingParams(max_tokens=max_tokens, temperature=float(value("pg_temperature")))
         request_id = engine().add_request(prompt, params)
     except PrefixLabError as exc:  # the engine's own words; the text stays in the box
         s["pg_error"] = str(exc)
         return False
     s["pg_error"] = None
+    note_request(s)
     s["pg_pending"].append({"id": request_id, "mode": s["pg_mode"], "user": text})
     return True
 
@@ -120,6 +134,11 @@ def advance_preset(sent: str) -> None:
 
 def on_send() -> None:
     text = current_text()
+    try:
+        check_rate(st.session_state)  # a click, not a preset's queued input: those wait for the answer anyway
+    except PrefixLabError as exc:
+        st.session_state["pg_error"] = str(exc)
+        return
     if submit(text):
         advance_preset(text)
 
@@ -163,26 +182,17 @@ def load_model_with_progress() -> None:
 
 
 def metrics_line(view: RequestView) -> str:
-    m = view.metrics
-    ttft = m.get("ttft_s")
-    ttft_text = f"{ttft * 1000:.0f} ms" if ttft is not None else "…"
-    timing = " · ".join(f"{label} {m[key] * 1000:.0f} ms" for label, key in
-                        (("queue", "queue_s"), ("prefill", "prefill_compute_s")) if m.get(key) is not None)
-    timing = f" ({timing})" if timing else ""
-    speed = f" · decode {m['tokens_per_s']:.1f} tok/s" if m.get("tokens_per_s") else ""
-    return (f"**TTFT {ttft_text}**{timing} · prompt {m.get('prompt_tokens')} tokens · "
-            f"**{m.get('cached_tokens')} cached** (saved) · **{m.get('computed_prefill_tokens')} computed** in prefill · "
-            f"{m.get('output_tokens')} generated{speed}")
+    return metrics_text(view.metrics)
 
 
 def blocks_figure(view: RequestView) -> go.Figure:
     first_output = {view.num_prompt_tokens} if len(view.token_text) > view.num_prompt_tokens else set()
     return token_blocks_figure(
         view.token_text, view.block_size, view.states, view.short_hashes, hover_hashes=view.full_hashes,
-        physical_ids=view.physical_ids, marked_tokens=first_output, tokens_per_row=view.block_size,
+        physical_ids=view.physical_ids, marked_tokens=first_output, mark="generated", tokens_per_row=view.block_size,
         max_token_chars=6,
         title=f"{view.request_id}: {view.num_prompt_tokens} prompt + {len(view.token_text) - view.num_prompt_tokens} "
-              f"generated tokens · {view.num_hit_blocks} of {view.states.count('hit') + view.states.count('computed')} "
+              f"generated · {view.num_hit_blocks}/{view.states.count('hit') + view.states.count('computed')} "
               "full blocks hit",
     )
 
@@ -197,9 +207,11 @@ def stream_pending(eng: LLMEngine) -> None:
             st.markdown(f"**{item['id']}** · generating…")
             text_slot = st.empty()
             try:
-                while not eng.get_request(item["id"]).is_finished:
-                    eng.step()
-                    text_slot.markdown(eng.output_of(item["id"]).text + " ▌")
+                while not (request := eng.get_request(item["id"])).is_finished:
+                    # One forward pass, then every other waiting student gets theirs; a first token goes first.
+                    with model_turn(first=request.num_output_tokens == 0):
+                        eng.step()
+                    text_slot.markdown(plain_md(eng.output_of(item["id"]).text) + " ▌")
             except (PrefixLabError, RuntimeError) as exc:
                 eng.abort_request(item["id"])
                 s["pg_error"] = f"{item['id']} could not run: {exc}"
@@ -231,7 +243,7 @@ def show_requests(eng: LLMEngine) -> None:
         return
     st.caption("Each row is one block. `block 2 → #17`: logical block 2 of the request is backed by "
                "physical KV block 17, and its hash starts with the 8 hex digits shown (hover for all 64). "
-               "Pink outline: the first generated token.")
+               "A double outline marks the first generated token.")
     for index, item in enumerate(history[:SHOWN_REQUESTS]):
         view = request_view(eng, item["id"])
         place = st.container(border=True) if index == 0 else st.expander(f"{item['id']} · {metrics_line(view)}")
@@ -239,8 +251,8 @@ def show_requests(eng: LLMEngine) -> None:
             if index == 0:
                 st.markdown(metrics_line(view))
             who = "You" if item["mode"] == CHAT else "Prompt"
-            st.markdown(f"**{who}:** {'…' if len(item['user']) > 300 else ''}{item['user'][-300:]}")
-            st.markdown(f"**Model:** {view.text or '(no text)'}")
+            st.markdown(f"**{who}:** {'…' if len(item['user']) > 300 else ''}{plain_md(item['user'][-300:])}")
+            st.markdown(f"**Model:** {plain_md(view.text) if view.text else '(no text)'}")
             st.plotly_chart(blocks_figure(view), key=f"pg_blocks_{item['id']}", config=PLOT_CONFIG, theme=None)
     if len(history) > SHOWN_REQUESTS:
         st.caption("Older: " + ", ".join(i["id"] for i in history[SHOWN_REQUESTS:]))
@@ -303,7 +315,7 @@ def main() -> None:
                  format_func=lambda k: PRESETS[k].title)
     c2.radio("Input", [CHAT, TEXT], key=mirror("pg_mode"), on_change=copy_back("pg_mode"), horizontal=True,
              format_func=lambda m: "chat" if m == CHAT else "raw text")
-    c3.number_input("Max tokens", 1, 256, key=mirror("pg_max_tokens"), on_change=copy_back("pg_max_tokens"))
+    c3.number_input("Max tokens", 1, limits.MAX_GENERATE_TOKENS, key=mirror("pg_max_tokens"), on_change=copy_back("pg_max_tokens"))
     c4.number_input("Temperature", 0.0, 2.0, step=0.1, key=mirror("pg_temperature"), on_change=copy_back("pg_temperature"),
                     help="0 = greedy (the same prompt always gives the same answer)")
     c5.selectbox("KV pool", KV_BUDGETS, key=mirror("pg_kv_mib"), on_change=copy_back("pg_kv_mib"),
@@ -321,24 +333,29 @@ def main() -> None:
     else:
         st.text_area("Prompt (raw text, no chat template)", key=mirror("pg_text"), on_change=copy_back("pg_text"), height=150)
 
-    b1, b2, b3, b4, b5 = st.columns([0.9, 1.6, 1.4, 1.6, 0.9], vertical_alignment="center")
-    b1.button("Send", type="primary", key="pg_send", on_click=on_send, icon=":material/send:", width="stretch")
+    if class_server_panel():  # "send to the class server": the prompt goes to a shared server, not this engine
+        return
+    b3, _ = st.columns([1, 2])  # its own row: five controls in one row get cut to "Se…" on a projector
+    b1, b2, b4, b5 = st.columns([1, 1.6, 1.6, 1], vertical_alignment="center")
+    busy = bool(s["pg_pending"])  # drawn before the answer streams in: disabled while it does
+    b1.button("Send", type="primary", key="pg_send", on_click=on_send, icon=":material/send:", width="stretch",
+              disabled=busy)
     b2.button("Send rest of preset", key="pg_send_rest", on_click=on_send_rest, icon=":material/fast_forward:",
-              width="stretch", disabled=s["pg_step"] >= len(preset.inputs) - 1,
+              width="stretch", disabled=busy or s["pg_step"] >= len(preset.inputs) - 1,
               help="This input, then every later input of the preset, one after another")
     b3.toggle("Prefix caching", key=mirror("pg_caching"), on_change=copy_back("pg_caching"),
               help="Switching starts a fresh engine (empty pool) with caching on or off")
     b4.button("Reset prefix cache", key="pg_reset", on_click=on_reset_cache, icon=":material/restart_alt:", width="stretch")
     b5.button("Clear", key="pg_clear", on_click=on_clear, icon=":material/delete:", width="stretch")
     if s["pg_error"]:
-        st.error(s["pg_error"])
+        st.error(plain_md(s["pg_error"]))
     if s["pg_notice"]:
         st.info(s["pg_notice"])
         s["pg_notice"] = None
 
     had_queue = bool(s["pg_queue"])
     stream_pending(eng)
-    if had_queue:  # the preset moved on: redraw so the box shows the next input
+    if had_queue or busy:  # the preset moved on, or Send was disabled: redraw with Send enabled
         st.rerun()
     show_requests(eng)
     st.subheader("Inside the engine")

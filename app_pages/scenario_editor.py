@@ -13,6 +13,7 @@ from ui.persist import copy_back, mirror
 from ui.settings import current_settings
 from ui.state import CUSTOM, get_runs, init_lab_state
 from ui.style import LAB_CSS
+from ui.text import plain_md
 
 CHEATSHEET = """\
 | line | meaning |
@@ -38,7 +39,7 @@ def load_builtin() -> None:
 
 def summary(scenario: Scenario) -> str:
     requests = len(scenario.request_ids)
-    return (f"**{scenario.title}** — {requests} request{'s' if requests != 1 else ''}, "
+    return (f"**{plain_md(scenario.title)}** — {requests} request{'s' if requests != 1 else ''}, "
             f"{len(scenario.actions)} action{'s' if len(scenario.actions) != 1 else ''}.")
 
 
@@ -64,12 +65,15 @@ def run_in_lab() -> None:
 
 
 def check() -> None:
+    """Parse *and play* the text, as the lab will: a pool too small for a request fails here, not later."""
+    text = current_text()
     try:
-        scenario = parse_scenario(current_text())
+        scenario = parse_scenario(text)
+        get_runs(text, current_settings())
     except ScenarioError as exc:
         st.session_state.update(editor_error=exc, editor_ok=None)
         return
-    st.session_state.update(editor_error=None, editor_ok="Looks good: " + summary(scenario))
+    st.session_state.update(editor_error=None, editor_ok="Looks good, it plays to the end: " + summary(scenario))
 
 
 def main() -> None:
@@ -82,19 +86,19 @@ def main() -> None:
     st.markdown("Write requests and steps as plain text, then **Run in the lab** to step through them. "
                 "The format is described below and in `docs/scenarios.md`.")
     titles = builtin_titles()
-    st.session_state.setdefault("editor_template", next(iter(titles)))
+    st.session_state.setdefault("editor_template", "design-doc")  # the picker names the text the box starts with
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     c1.selectbox("Start from a built-in scenario", list(titles), key=mirror("editor_template"),
                  on_change=copy_back("editor_template"), format_func=titles.get)
     c2.button("Load it", key="editor_load", on_click=load_builtin, width="stretch",
               help="Replaces the text below with the built-in scenario.")
-    b1, b2, msg = st.columns([1, 1, 3.2], vertical_alignment="center")
+    b1, b2, msg = st.columns([1.35, 1, 2.9], vertical_alignment="center")
     b1.button("Run in the lab", key="editor_run", type="primary", on_click=run_in_lab, width="stretch")
     b2.button("Check", key="editor_check", on_click=check, width="stretch")
     error = st.session_state.get("editor_error")
     with msg:
         if error is not None:
-            st.error(str(error), icon=":material/error:")
+            st.error(plain_md(str(error)), icon=":material/error:")
         elif st.session_state.get("editor_ok"):
             st.success(st.session_state["editor_ok"], icon=":material/check_circle:")
     if error is not None and error.line_no is not None:

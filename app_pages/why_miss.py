@@ -11,10 +11,12 @@ import streamlit as st
 
 from engine.errors import PrefixLabError
 from engine.hashing import HASH_FUNCTIONS
+from teaching.describe import describe_extra_keys
 from teaching.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache
 from teaching.why_miss import explain
+from ui.text import plain_md
 from viz.hash_chain import short
-from viz.theme import STATE_COLORS
+from viz.theme import OUTLINES
 from viz.tokens import token_blocks_figure
 
 SYSTEM = "system : you are a helpful tutor . user :"
@@ -67,10 +69,10 @@ def hash_table(result: ProbeResult) -> pd.DataFrame:
             "block": index,
             "r1 tokens": " ".join(a.tokens_text) if a else "",
             "r2 tokens": " ".join(b.tokens_text) if b else "",
-            "r1 hash": short(a.block_hash, 12) if a and a.block_hash else "never hashed",
-            "r2 hash": short(b.block_hash, 12) if b and b.block_hash else "never hashed",
-            "r1 extra keys": str(a.extra_keys) if a else "",
-            "r2 extra keys": str(b.extra_keys) if b else "",
+            "r1 hash": short(a.block_hash) if a and a.block_hash else "never hashed",
+            "r2 hash": short(b.block_hash) if b and b.block_hash else "never hashed",
+            "r1 extra keys": describe_extra_keys(a.extra_keys) if a else "",
+            "r2 extra keys": describe_extra_keys(b.extra_keys) if b else "",
             "same hash": "✓" if first_diff is None or index < first_diff else "✗ first difference" if index == first_diff else "✗",
         })
     return pd.DataFrame(rows)
@@ -112,13 +114,13 @@ try:
         block_size=block_size, hash_algo=algo,
     )
 except PrefixLabError as err:
-    st.error(str(err))
+    st.error(plain_md(str(err)))
     st.stop()
 
 explanation = explain(result)
 verdict = st.success if result.num_hit_blocks else st.warning
 verdict(f"#### {explanation.headline}")  # big enough to read from the back of a room
-st.markdown("\n".join(f"- {reason}" for reason in explanation.reasons))
+st.markdown("\n".join(f"- {plain_md(reason)}" for reason in explanation.reasons))
 
 diff = result.first_diff_token
 for trace, is_probe, title in (
@@ -135,17 +137,17 @@ for trace, is_probe, title in (
         key=f"wm_tokens_{trace.request_id}", config={"displayModeBar": False}, theme=None,
     )
 st.caption(
-    "Pink outline: the first token that differs between r1 and r2." if diff is not None
+    "Dotted outline: the first token that differs between r1 and r2." if diff is not None
     else "r1 and r2 have the same tokens: nothing is outlined."
 )
 
 st.subheader("Block hashes side by side")
 table = hash_table(result)
 first = result.first_diff_block
-highlight = STATE_COLORS["highlight"] + "33"  # translucent
+differs = OUTLINES["differs"]
 st.dataframe(
     table.style.apply(
-        lambda row: [f"background-color: {highlight}" if row["block"] == first else ""] * len(row), axis=1
+        lambda row: [f"border: {differs.css}; font-weight: 700" if row["block"] == first else ""] * len(row), axis=1
     ),
     hide_index=True,
 )

@@ -49,6 +49,11 @@ TTFT_PAIRS_PER_PROBE = 4
 KV_MIB = 1024  # room for 64 requests of ~160 tokens, and a 2048-token prefill
 
 
+
+def engine_on(backend: ModelBackend, config: EngineConfig) -> LLMEngine:
+    """A fresh engine on ``backend``'s weights: each engine owns its KV pages, only weights are shared."""
+    return LLMEngine(config, backend=ModelBackend(config, weights=backend.weights))
+
 def best_of(repeats: int, fn: Callable[[], float]) -> float:
     """Shortest of several timings: the run a busy neighbour disturbed least."""
     return min(fn() for _ in range(repeats))
@@ -107,8 +112,8 @@ def synthetic_prompt(length: int, seed: int) -> list[int]:
 
 def decode_rate(backend: ModelBackend, batch: int, steps: int) -> tuple[float, float]:
     """Decode tokens/s at ``batch`` and the mean bytes one step reads (weights + KV attended)."""
-    engine = LLMEngine(EngineConfig(enable_prefix_caching=False, kv_cache_memory_mib=KV_MIB,
-                                    max_num_batched_tokens=batch * DECODE_PROMPT_TOKENS), backend=backend)
+    engine = engine_on(backend, EngineConfig(enable_prefix_caching=False, kv_cache_memory_mib=KV_MIB,
+                                    max_num_batched_tokens=batch * DECODE_PROMPT_TOKENS))
     ids = [engine.add_request(synthetic_prompt(DECODE_PROMPT_TOKENS, b), SamplingParams(max_tokens=steps + 2, ignore_eos=True))
            for b in range(batch)]
     while any(engine.metrics[i].first_token_time is None for i in ids):
@@ -125,19 +130,19 @@ def decode_rate(backend: ModelBackend, batch: int, steps: int) -> tuple[float, f
 
 def prefill_seconds(backend: ModelBackend, length: int) -> float:
     """Engine-measured compute time of one fresh prefill of ``length`` tokens (one step)."""
-    engine = LLMEngine(EngineConfig(enable_prefix_caching=False, kv_cache_memory_mib=KV_MIB,
-                                    max_num_batched_tokens=max(length, 2048)), backend=backend)
+    engine = engine_on(backend, EngineConfig(enable_prefix_caching=False, kv_cache_memory_mib=KV_MIB,
+                                    max_num_batched_tokens=max(length, 2048)))
     out = engine.generate([synthetic_prompt(length, length)], SamplingParams(max_tokens=1))[0]
-    return metrics_of(out.metrics).prefill_compute_s
+    return metrics_of(out.metrics).prefill_time
 
 
 def cached_vs_cold_ttft(backend: ModelBackend, warm: list[int], probe: list[int]) -> tuple[float, float, int, int]:
     """TTFT of ``probe`` with its prefix cached (``warm`` shares it), and of its uncached tokens alone."""
-    engine = LLMEngine(EngineConfig(), backend=backend)
+    engine = engine_on(backend, EngineConfig())
     engine.generate([warm], SamplingParams(max_tokens=1))
     cached_metrics = metrics_of(engine.generate([probe], SamplingParams(max_tokens=1))[0].metrics)
     cached = cached_metrics.num_cached_tokens
-    cold_engine = LLMEngine(EngineConfig(), backend=backend)
+    cold_engine = engine_on(backend, EngineConfig())
     cold_metrics = metrics_of(cold_engine.generate([probe[cached:]], SamplingParams(max_tokens=1))[0].metrics)
     return cached_metrics.ttft or 0.0, cold_metrics.ttft or 0.0, cached, len(probe) - cached
 
@@ -152,11 +157,11 @@ def prefixlab_serving(backend: ModelBackend, prompts: list[list[int]], max_token
                       probes: list[list[int]]) -> dict[str, Any]:
     """The protocol of ``bench/vllm_cpu.py``, on PrefixLab: all prompts at once, then cached probes
     (wall clock of ``generate`` around each, as for vLLM)."""
-    engine = LLMEngine(EngineConfig(), backend=backend)
+    engine = engine_on(backend, EngineConfig())
     start = time.perf_counter()
     outputs = engine.generate(prompts, SamplingParams(max_tokens=max_tokens))
     throughput_s = time.perf_counter() - start
-    engine = LLMEngine(EngineConfig(), backend=backend)
+    engine = engine_on(backend, EngineConfig())
     engine.generate([prompts[0]], SamplingParams(max_tokens=1))
     ttfts, cached = [], []
     for probe in probes:
@@ -228,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
         vllm_result = f"no vLLM CPU venv ({VLLM_CPU_VENV}); build it with the vllm-env tool"
 
     # Warm-up: page the weights in, set up kernels.
-    LLMEngine(EngineConfig(), backend=backend).generate([prompts[0]], SamplingParams(max_tokens=2))
+    engine_on(backend, EngineConfig()).generate([prompts[0]], SamplingParams(max_tokens=2))
 
     note("limits: bandwidth and matmul")
     bandwidth = [measure_bandwidth(dtype) for _ in range(args.repeats)]

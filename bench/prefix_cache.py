@@ -30,6 +30,7 @@ import torch
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.model import ModelBackend  # first: it sets OpenMP's wait policy before torch loads
+from engine.model.weights import ModelWeights
 
 SYSTEM_PROMPT = " ".join(
     f"Rule {i}: when you explain how an inference engine serves requests, name the block table, "
@@ -56,9 +57,15 @@ def chat(question: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
 
 
-def ttft_run(backend: ModelBackend, caching: bool, prompts: list[list[int]]) -> dict[str, float]:
+def fresh_engine(weights: ModelWeights, caching: bool) -> LLMEngine:
+    """A new engine with its own KV pages on the shared weights."""
+    config = EngineConfig(enable_prefix_caching=caching)
+    return LLMEngine(config, backend=ModelBackend(config, weights=weights))
+
+
+def ttft_run(weights: ModelWeights, caching: bool, prompts: list[list[int]]) -> dict[str, float]:
     """Requests one at a time on a fresh engine: TTFT and prefill tokens, all and warm-only."""
-    engine = LLMEngine(EngineConfig(enable_prefix_caching=caching), backend=backend)
+    engine = fresh_engine(weights, caching)
     ttfts, prompt_tokens, computed = [], [], []
     for prompt in prompts:
         out = engine.generate([prompt], SamplingParams(max_tokens=1))[0]
@@ -72,9 +79,9 @@ def ttft_run(backend: ModelBackend, caching: bool, prompts: list[list[int]]) -> 
     }
 
 
-def engine_throughput(backend: ModelBackend, caching: bool, prompts: list[list[int]], max_tokens: int) -> tuple[float, list[list[int]]]:
+def engine_throughput(weights: ModelWeights, caching: bool, prompts: list[list[int]], max_tokens: int) -> tuple[float, list[list[int]]]:
     """All requests at once, to completion: seconds and the generated tokens."""
-    engine = LLMEngine(EngineConfig(enable_prefix_caching=caching), backend=backend)
+    engine = fresh_engine(weights, caching)
     start = time.perf_counter()
     outputs = engine.generate(prompts, SamplingParams(max_tokens=max_tokens))
     return time.perf_counter() - start, [o.token_ids for o in outputs]
@@ -126,7 +133,7 @@ def main() -> None:
     n = len(prompts)
 
     # Warm-up: the first forward pass pages the weights in and sets up kernels; time none of that.
-    LLMEngine(EngineConfig(), backend=backend).generate([prompts[0]], SamplingParams(max_tokens=2))
+    fresh_engine(backend.weights, True).generate([prompts[0]], SamplingParams(max_tokens=2))
 
     ttft = {True: [], False: []}
     seconds: dict[str, list[float]] = {"on": [], "off": [], "hf": []}
@@ -135,9 +142,9 @@ def main() -> None:
     for round_ in range(args.repeats):
         for caching in (True, False):
             note(f"round {round_ + 1}: TTFT, cache {'on' if caching else 'off'}")
-            ttft[caching].append(ttft_run(backend, caching, prompts))
-        for name, run in (("on", lambda: engine_throughput(backend, True, prompts, args.max_tokens)),
-                          ("off", lambda: engine_throughput(backend, False, prompts, args.max_tokens)),
+            ttft[caching].append(ttft_run(backend.weights, caching, prompts))
+        for name, run in (("on", lambda: engine_throughput(backend.weights, True, prompts, args.max_tokens)),
+                          ("off", lambda: engine_throughput(backend.weights, False, prompts, args.max_tokens)),
                           ("hf", lambda: transformers_throughput(hf_model, prompts, args.max_tokens, backend.eos_token_ids))):
             note(f"round {round_ + 1}: throughput, {name}")
             if name == "hf" and not engine_peak_rss:  # before the baseline adds its own peaks

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from engine.errors import ConfigError
 from engine.hashing import HASH_FUNCTIONS
-from engine.kv_cache.block_pool import FREE_POLICIES
+from engine.vllm_versions import DEFAULT_VLLM_VERSION, VllmVersion, get_vllm_version, version_for_free_policy
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 BACKENDS = ("model", "simulator")
@@ -20,6 +20,9 @@ class EngineConfig:
     scheduler and cache with no model (tokens come from a seeded generator or a script).
     ``num_blocks=None`` sizes the pool from a memory budget (``kv_cache_memory_mib`` on
     CPU, ``gpu_memory_utilization`` on CUDA) for the model, or 64 blocks for the simulator.
+    ``vllm_version`` ("0.33", "0.25" or "0.23") picks every rule that differs between vLLM
+    releases (:mod:`engine.vllm_versions`). ``free_policy`` is its older, narrower name:
+    "classic" means 0.23, "vllm" keeps ``vllm_version`` unless that is 0.23.
     """
 
     model: str = DEFAULT_MODEL
@@ -27,7 +30,8 @@ class EngineConfig:
     block_size: int = 16
     num_blocks: int | None = None
     enable_prefix_caching: bool = True
-    free_policy: str = "vllm"
+    vllm_version: str = DEFAULT_VLLM_VERSION
+    free_policy: str | None = None
     hash_algo: str = "sha256"
     hash_seed: str | None = None
     device: str = "auto"
@@ -47,9 +51,15 @@ class EngineConfig:
             raise ConfigError(f"block_size must be an integer >= 1, got {self.block_size!r}.")
         if self.num_blocks is not None and (not isinstance(self.num_blocks, int) or self.num_blocks < 2):
             raise ConfigError(f"num_blocks must be at least 2 (block 0 is reserved), got {self.num_blocks!r}.")
-        if self.free_policy not in FREE_POLICIES:
-            raise ConfigError(f"Unknown free policy {self.free_policy!r}; choose one of {list(FREE_POLICIES)}.")
+        self.version  # noqa: B018  (validates vllm_version and free_policy)
         if self.hash_algo not in HASH_FUNCTIONS:
             raise ConfigError(f"Unknown hash algorithm {self.hash_algo!r}; choose one of {sorted(HASH_FUNCTIONS)}.")
         if self.max_num_batched_tokens < 1 or self.max_num_seqs < 1:
             raise ConfigError("max_num_batched_tokens and max_num_seqs must be at least 1.")
+
+    @property
+    def version(self) -> VllmVersion:
+        """The vLLM release whose rules this engine follows (``free_policy`` applied)."""
+        if self.free_policy is not None:
+            return version_for_free_policy(self.free_policy, self.vllm_version)
+        return get_vllm_version(self.vllm_version)

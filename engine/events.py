@@ -17,10 +17,14 @@ rebuilt, scrubbed backwards, or shared as (scenario, step).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
-BlockHash = bytes
+from engine.hashing import BlockHash, external_block_hash
+
 MEDIUM_GPU = "GPU"
+#: One KV cache group (every layer is full attention), as vLLM annotates its stored events.
+KV_CACHE_GROUP_IDX = 0
+KV_CACHE_SPEC_KIND = "full_attention"
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,12 @@ class Event:
 # -- vLLM's KV events ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class BlockStored(Event):
-    """Newly full blocks got their hashes and entered the hash table (one event per call)."""
+    """Newly full blocks got their hashes and entered the hash table (one event per call).
+
+    ``block_hashes`` / ``parent_block_hash`` are the full digests; :meth:`published` gives
+    the fields as vLLM puts them on the wire (hashes as 64-bit ints). ``extra_keys`` has
+    one entry per block, untagged, as vLLM publishes them.
+    """
 
     kind: ClassVar[str] = "stored"
     block_hashes: list[BlockHash]
@@ -42,8 +51,26 @@ class BlockStored(Event):
     block_size: int
     lora_name: str | None
     medium: str = MEDIUM_GPU
+    lora_id: int | None = None
+    extra_keys: list[tuple | None] | None = None
     block_ids: list[int] = field(default_factory=list)
     request_id: str | None = None
+
+    def published(self) -> dict[str, Any]:
+        """vLLM's ``BlockStored`` fields (one KV cache group of full attention)."""
+        return {
+            "block_hashes": [external_block_hash(h) for h in self.block_hashes],
+            "parent_block_hash": None if self.parent_block_hash is None else external_block_hash(self.parent_block_hash),
+            "token_ids": list(self.token_ids),
+            "block_size": self.block_size,
+            "lora_id": self.lora_id,
+            "medium": self.medium,
+            "lora_name": self.lora_name,
+            "extra_keys": None if self.extra_keys is None else list(self.extra_keys),
+            "group_idx": KV_CACHE_GROUP_IDX,
+            "kv_cache_spec_kind": KV_CACHE_SPEC_KIND,
+            "kv_cache_spec_sliding_window": None,
+        }
 
 
 @dataclass(frozen=True)
@@ -56,6 +83,14 @@ class BlockRemoved(Event):
     block_ids: list[int] = field(default_factory=list)
     request_id: str | None = None  # whose allocation needed the block
 
+    def published(self) -> dict[str, Any]:
+        """vLLM's ``BlockRemoved`` fields."""
+        return {
+            "block_hashes": [external_block_hash(h) for h in self.block_hashes],
+            "medium": self.medium,
+            "group_idx": KV_CACHE_GROUP_IDX,
+        }
+
 
 @dataclass(frozen=True)
 class AllBlocksCleared(Event):
@@ -63,6 +98,14 @@ class AllBlocksCleared(Event):
 
     kind: ClassVar[str] = "cleared"
     medium: str = MEDIUM_GPU
+
+    def published(self) -> dict[str, Any]:
+        """vLLM's ``AllBlocksCleared`` has no fields."""
+        return {}
+
+
+#: The vLLM KV events, by class name (what a publisher encodes; the teaching events stay local).
+KV_EVENT_TYPES = (BlockStored, BlockRemoved, AllBlocksCleared)
 
 
 # -- teaching events ----------------------------------------------------------------------
@@ -173,6 +216,11 @@ class EventLog:
         new = self.events[self._taken :]
         self._taken = len(self.events)
         return new
+
+    def drop_taken(self) -> None:
+        """Forget the events already taken: a long-running server keeps no history, the app does."""
+        del self.events[: self._taken]
+        self._taken = 0
 
     def __len__(self) -> int:
         return len(self.events)

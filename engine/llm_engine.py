@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from engine.backend import Backend
 from engine.config import EngineConfig
 from engine.errors import InvalidRequestError, UnknownRequestError
 from engine.kv_cache import KVCacheManager
@@ -26,7 +27,7 @@ Prompt = str | list[int] | list[dict[str, str]]
 SIMULATOR_DEFAULT_NUM_BLOCKS = 64
 
 
-def build_backend(config: EngineConfig, progress: Any = None) -> Any:
+def build_backend(config: EngineConfig, progress: Any = None) -> Backend:
     """The object that turns a scheduled batch into sampled tokens."""
     if config.backend == "simulator":
         return SimulatorBackend(seed=config.seed)
@@ -36,22 +37,22 @@ def build_backend(config: EngineConfig, progress: Any = None) -> Any:
 
 
 class LLMEngine:
-    def __init__(self, config: EngineConfig | None = None, *, backend: Any = None, progress: Any = None) -> None:
+    def __init__(self, config: EngineConfig | None = None, *, backend: Backend | None = None,
+                 progress: Any = None) -> None:
         self.config = config or EngineConfig()
-        self.backend = backend if backend is not None else build_backend(self.config, progress)
-        num_blocks = self.config.num_blocks or getattr(self.backend, "num_blocks", None) or SIMULATOR_DEFAULT_NUM_BLOCKS
+        self.backend: Backend = backend if backend is not None else build_backend(self.config, progress)
+        num_blocks = self.config.num_blocks or self.backend.preferred_num_blocks() or SIMULATOR_DEFAULT_NUM_BLOCKS
         self.kv_cache_manager = KVCacheManager(
             num_blocks,
             self.config.block_size,
             enable_caching=self.config.enable_prefix_caching,
             hash_algo=self.config.hash_algo,
             hash_seed=self.config.hash_seed,
-            free_policy=self.config.free_policy,
+            vllm_version=self.config.version.name,
             watermark=self.config.watermark,
             enable_events=self.config.enable_events,
         )
-        if hasattr(self.backend, "allocate_kv_cache"):
-            self.backend.allocate_kv_cache(num_blocks, self.config.block_size)
+        self.backend.allocate_kv_cache(num_blocks, self.config.block_size)
         self.scheduler = Scheduler(self.kv_cache_manager, self.config.max_num_batched_tokens, self.config.max_num_seqs)
         self.tokenizer = self.backend.tokenizer
         self.metrics: dict[str, RequestMetrics] = {}
@@ -69,8 +70,6 @@ class LLMEngine:
                 raise InvalidRequestError("This model has no tokenizer: pass token ids instead of text.")
             return self.tokenizer.encode(prompt)
         if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
-            if not hasattr(self.backend, "apply_chat_template"):
-                raise InvalidRequestError("This back end has no chat template: pass text or token ids.")
             return self.backend.apply_chat_template(prompt)
         return validate_token_ids(prompt)
 
@@ -82,6 +81,7 @@ class LLMEngine:
         *,
         lora_name: str | None = None,
         lora_path: str | None = None,
+        lora_id: int | None = None,
         cache_salt: str | None = None,
         prompt_logprobs: int | None = None,
         scripted_output: list[int] | None = None,
@@ -95,11 +95,9 @@ class LLMEngine:
         self._check_fits(token_ids, params)
         request = Request(
             request_id, token_ids, params,
-            lora_name=lora_name, lora_path=lora_path, cache_salt=cache_salt, prompt_logprobs=prompt_logprobs,
+            lora_name=lora_name, lora_path=lora_path, lora_id=lora_id, cache_salt=cache_salt, prompt_logprobs=prompt_logprobs,
         )
         if scripted_output is not None:
-            if not hasattr(self.backend, "set_script"):
-                raise InvalidRequestError("Scripted outputs only work on the simulator back end.")
             self.backend.set_script(request_id, scripted_output)
         self.metrics[request_id] = RequestMetrics(arrival_time=time.perf_counter(), num_prompt_tokens=len(token_ids))
         self._texts[request_id] = ""
@@ -107,12 +105,12 @@ class LLMEngine:
         return request_id
 
     def _check_fits(self, token_ids: list[int], params: SamplingParams) -> None:
-        vocab_size = getattr(self.backend, "vocab_size", None)
+        vocab_size = self.backend.vocab_size
         if vocab_size is not None and max(token_ids) >= vocab_size:
             raise InvalidRequestError(f"Token id {max(token_ids)} is outside the model's vocabulary (size {vocab_size}).")
         # The last sampled token never needs a slot, hence the -1.
         needed = len(token_ids) + params.max_tokens - 1
-        max_model_len = getattr(self.backend, "max_model_len", None)
+        max_model_len = self.backend.max_model_len
         if max_model_len is not None and needed > max_model_len:
             raise InvalidRequestError(
                 f"The prompt ({len(token_ids)} tokens) plus max_tokens ({params.max_tokens}) exceeds the "
@@ -129,6 +127,14 @@ class LLMEngine:
     def abort_request(self, request_id: str) -> None:
         self.scheduler.finish_request(request_id, RequestStatus.FINISHED_ABORTED)
         self._finish_metrics(request_id)
+
+    def forget_request(self, request_id: str) -> None:
+        """Drop a finished request's bookkeeping (a long-running server would otherwise grow forever)."""
+        if not self.get_request(request_id).is_finished:
+            raise InvalidRequestError(f"Request {request_id!r} is still running: abort it first.")
+        del self.scheduler.requests[request_id]
+        self.metrics.pop(request_id, None)
+        self._texts.pop(request_id, None)
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()
@@ -154,16 +160,16 @@ class LLMEngine:
                 metrics.first_scheduled_time = now
                 metrics.num_cached_tokens = max(0, item.request.num_cached_tokens)
             prompt_end = item.request.num_prompt_tokens
-            prompt_tokens = max(0, min(prompt_end, item.num_computed_tokens + item.num_new_tokens) - item.num_computed_tokens)
-            metrics.num_computed_prefill_tokens += prompt_tokens
-            if prompt_tokens:
+            new_prompt_tokens = max(0, min(prompt_end, item.num_computed_tokens + item.num_new_tokens) - item.num_computed_tokens)
+            metrics.num_computed_prefill_tokens += new_prompt_tokens
+            if new_prompt_tokens or item.num_computed_tokens < prompt_end:
                 prefilling.append(metrics)
+        started = time.perf_counter()
         sampled = self.backend.execute(sched_out)
-        step_s = time.perf_counter() - now
+        forward = time.perf_counter() - started
         for metrics in prefilling:
-            metrics.prefill_compute_s += step_s
-        eos = getattr(self.backend, "eos_token_ids", set())
-        finished = self.scheduler.update_from_output(sched_out, sampled, eos)
+            metrics.prefill_time += forward
+        finished = self.scheduler.update_from_output(sched_out, sampled, self.backend.eos_token_ids)
         return self._collect_outputs(sched_out, sampled, finished)
 
     def _collect_outputs(self, sched_out: SchedulerOutput, sampled: dict[str, int], finished: list[Request]) -> list[RequestOutput]:
@@ -198,8 +204,7 @@ class LLMEngine:
 
     def _finish_metrics(self, request_id: str) -> None:
         self.metrics[request_id].finished_time = time.perf_counter()
-        if hasattr(self.backend, "forget"):
-            self.backend.forget(request_id)
+        self.backend.forget(request_id)
 
     def output_of(self, request_id: str) -> RequestOutput:
         request = self.get_request(request_id)

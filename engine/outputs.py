@@ -24,21 +24,27 @@ class RequestMetrics:
     finished_time: float | None = None
     num_output_tokens: int = 0
     num_preemptions: int = 0
-    prefill_compute_s: float = 0.0  # wall time of the model steps that computed its prompt tokens
+    #: Seconds of model forward passes that computed this request's prompt tokens (the prefill
+    #: proper). Shared steps count whole: exact when the request runs alone, as TTFT measuring does.
+    prefill_time: float = 0.0
 
     @property
     def ttft(self) -> float | None:
-        """Time to first token, from arrival."""
+        """Time to first token, from arrival (includes any wait before the engine schedules it)."""
         return None if self.first_token_time is None else self.first_token_time - self.arrival_time
 
     @property
-    def queue_s(self) -> float | None:
-        """Waiting before the scheduler first gave the request a slot in a batch."""
+    def queue_time(self) -> float | None:
+        """From arrival to the first time the scheduler picked the request."""
         return None if self.first_scheduled_time is None else self.first_scheduled_time - self.arrival_time
 
     @property
-    def scheduled_to_first_token_s(self) -> float | None:
-        """From the first scheduled step to the first token (TTFT without the queue)."""
+    def scheduled_ttft(self) -> float | None:
+        """Time to first token as the engine measures it: from first scheduling to the first token.
+
+        This leaves out time before the engine ran (a web page redrawing, a queue), so it shows
+        what the prefix cache changes: the prefill work.
+        """
         if self.first_token_time is None or self.first_scheduled_time is None:
             return None
         return self.first_token_time - self.first_scheduled_time
@@ -65,9 +71,9 @@ class RequestMetrics:
             "output_tokens": self.num_output_tokens,
             "preemptions": self.num_preemptions,
             "ttft_s": self.ttft,
-            "queue_s": self.queue_s,
-            "prefill_compute_s": self.prefill_compute_s if self.num_computed_prefill_tokens else None,
-            "scheduled_to_first_token_s": self.scheduled_to_first_token_s,
+            "queue_s": self.queue_time,
+            "scheduled_ttft_s": self.scheduled_ttft,
+            "prefill_s": self.prefill_time if self.first_token_time is not None else None,
             "decode_s": self.decode_time,
             "tokens_per_s": self.tokens_per_s,
         }

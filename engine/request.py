@@ -9,8 +9,9 @@ They survive preemption, so a resumed request can look itself up again for free.
 from __future__ import annotations
 
 import enum
+import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from engine.errors import InvalidRequestError
@@ -31,18 +32,25 @@ class SamplingParams:
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
+    #: Log-probabilities of this many top tokens at every prompt position. Such a request
+    #: needs logits for every prompt token, so it never reads the prefix cache (it still writes it).
+    prompt_logprobs: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens <= 0:
             raise InvalidRequestError(f"max_tokens must be a positive integer, got {self.max_tokens!r}.")
-        if self.temperature < 0:
-            raise InvalidRequestError(f"temperature must be >= 0, got {self.temperature}.")
+        if not math.isfinite(self.temperature) or self.temperature < 0:  # nan < 0 is False
+            raise InvalidRequestError(f"temperature must be a finite number >= 0, got {self.temperature}.")
         if not 0 < self.top_p <= 1:
             raise InvalidRequestError(f"top_p must be in (0, 1], got {self.top_p}.")
         if self.top_k < 0:
             raise InvalidRequestError(f"top_k must be >= 0 (0 disables it), got {self.top_k}.")
         if isinstance(self.stop, str):
             self.stop = [self.stop]
+        if self.prompt_logprobs is not None and (
+            isinstance(self.prompt_logprobs, bool) or not isinstance(self.prompt_logprobs, int) or self.prompt_logprobs < 0
+        ):
+            raise InvalidRequestError(f"prompt_logprobs must be a non-negative integer, got {self.prompt_logprobs!r}.")
 
     @property
     def greedy(self) -> bool:
@@ -93,10 +101,13 @@ class Request:
         *,
         lora_name: str | None = None,
         lora_path: str | None = None,
+        lora_id: int | None = None,
         cache_salt: str | None = None,
         prompt_logprobs: int | None = None,
         arrival_time: float | None = None,
     ) -> None:
+        """``prompt_logprobs`` here is a shortcut for ``SamplingParams.prompt_logprobs``.
+        ``lora_id`` is the adapter's integer id (vLLM's ``lora_int_id``), published in KV events."""
         if not isinstance(request_id, str) or not request_id:
             raise InvalidRequestError(f"request_id must be a non-empty string, got {request_id!r}.")
         self.request_id = request_id
@@ -104,8 +115,10 @@ class Request:
         self.sampling_params = sampling_params or SamplingParams()
         self.lora_name = lora_name
         self.lora_path = lora_path
+        self.lora_id = lora_id
         self.cache_salt = cache_salt
-        self.prompt_logprobs = prompt_logprobs
+        if prompt_logprobs is not None:
+            self.sampling_params = replace(self.sampling_params, prompt_logprobs=prompt_logprobs)
         self.arrival_time = time.monotonic() if arrival_time is None else arrival_time
 
         self.status = RequestStatus.WAITING
@@ -142,9 +155,13 @@ class Request:
         return self.status.is_finished
 
     @property
+    def prompt_logprobs(self) -> int | None:
+        return self.sampling_params.prompt_logprobs
+
+    @property
     def skip_reading_prefix_cache(self) -> bool:
         """Prompt-logprob requests need logits for every prompt token, so they cannot skip any."""
-        return self.prompt_logprobs is not None
+        return self.sampling_params.prompt_logprobs is not None
 
     def append_output_token_ids(self, token_ids: int | list[int]) -> None:
         """Record generated tokens and hash any block they complete."""

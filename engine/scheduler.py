@@ -137,7 +137,7 @@ class Scheduler:
             request = self.waiting[0]
             hit_blocks, num_hit_tokens = kv.get_computed_blocks(request)
             num_new = min(request.num_tokens - num_hit_tokens, budget)
-            if kv.allocate_slots(request, num_new, num_hit_tokens, hit_blocks) is None:
+            if kv.allocate_slots(request, num_new, num_hit_tokens, hit_blocks, has_scheduled_reqs=bool(self.running)) is None:
                 break
             self.waiting.popleft()
             self.running.append(request)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from engine.errors import InvalidRequestError
 from engine.scheduler import SchedulerOutput
 
 
@@ -52,6 +53,15 @@ class SimulatorBackend:
         self.seed = seed
         self.tokenizer = WordTokenizer()
         self.scripts: dict[str, list[int]] = {}
+
+    def preferred_num_blocks(self) -> int | None:
+        return None  # no memory to size: the engine's config (or its default) decides
+
+    def allocate_kv_cache(self, num_blocks: int, block_size: int) -> None:
+        """Nothing to allocate: the simulator keeps no K/V, only the cache's bookkeeping."""
+
+    def apply_chat_template(self, messages: list[dict[str, str]]) -> list[int]:
+        raise InvalidRequestError("The simulator has no chat template: pass text or token ids.")
 
     def set_script(self, request_id: str, token_ids: list[int]) -> None:
         """Make ``request_id`` generate exactly these tokens, in order."""

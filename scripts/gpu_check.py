@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from bench.engine import DECODE_PROMPT_TOKENS, synthetic_prompt
+from bench.engine import DECODE_PROMPT_TOKENS, engine_on, synthetic_prompt
 from bench.prefix_cache import QUESTIONS, chat, transformers_throughput
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.model import ModelBackend
@@ -25,7 +25,7 @@ from engine.model import ModelBackend
 def agreement(dtype: str) -> tuple[int, int, ModelBackend]:
     backend = ModelBackend(EngineConfig(device="cuda", dtype=dtype))
     prompts = [backend.apply_chat_template(chat(q)) for q in QUESTIONS[:8]]
-    engine = LLMEngine(EngineConfig(device="cuda", dtype=dtype), backend=backend)
+    engine = engine_on(backend, EngineConfig(device="cuda", dtype=dtype))
     ours = [o.token_ids for o in engine.generate(prompts, SamplingParams(max_tokens=32))]
     probes = [o.token_ids for o in engine.generate(prompts[:3], SamplingParams(max_tokens=32))]  # now cached
     _, theirs = transformers_throughput(backend.hf_model, prompts, 32, backend.eos_token_ids)
@@ -34,7 +34,7 @@ def agreement(dtype: str) -> tuple[int, int, ModelBackend]:
 
 
 def decode_speed(backend: ModelBackend, batch: int, steps: int = 32) -> float:
-    engine = LLMEngine(EngineConfig(enable_prefix_caching=False, max_num_batched_tokens=batch * DECODE_PROMPT_TOKENS),
+    engine = engine_on(backend, EngineConfig(enable_prefix_caching=False, max_num_batched_tokens=batch * DECODE_PROMPT_TOKENS),
                        backend=backend)
     ids = [engine.add_request(synthetic_prompt(DECODE_PROMPT_TOKENS, b), SamplingParams(max_tokens=steps + 2, ignore_eos=True))
            for b in range(batch)]
@@ -59,10 +59,10 @@ def main() -> int:
         failed |= dtype == "float32" and same != total
         for batch in (1, 16, 64):
             print(f"  decode batch {batch}: {decode_speed(backend, batch):.0f} tokens/s")
-        engine = LLMEngine(EngineConfig(device="cuda", dtype=dtype, enable_prefix_caching=False), backend=backend)
+        engine = LLMEngine(EngineConfig(device="cuda", dtype=dtype, enable_prefix_caching=False))
         out = engine.generate([synthetic_prompt(2048, 1)], SamplingParams(max_tokens=1))[0]
         assert out.metrics is not None
-        print(f"  prefill of 2048 tokens: {2048 / out.metrics.prefill_compute_s:.0f} tokens/s")
+        print(f"  prefill of 2048 tokens: {2048 / out.metrics.prefill_time:.0f} tokens/s")
         del backend, engine
         torch.cuda.empty_cache()
     print("FAILED: fp32 outputs differ from transformers" if failed else "OK")

@@ -1,4 +1,4 @@
-"""Regenerate docs/screenshots/<page>.png: every page of the app, in chromium at 1280x800.
+"""Regenerate docs/screenshots/<page>.png: every page of the app, in chromium at 1024x768 (a projector).
 
     python -m scripts.screenshots                      # app.py: every page in its navigation, every lesson
     python -m scripts.screenshots --script app_pages/why_miss.py --full-height
@@ -17,7 +17,6 @@ from urllib.parse import urlparse
 
 from tests.e2e.harness import (
     CHROMIUM,
-    VIEWPORT,
     launch_chromium,
     nav_pages,
     open_page,
@@ -27,6 +26,13 @@ from tests.e2e.harness import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+VIEWPORT = {"width": 1024, "height": 768}  # what a classroom projector shows
+#: The lab in its other modes: (query, file name).
+LAB_SHOTS = [
+    ("lab?scenario=eviction-pressure&step=30", "lab-mid-run"),
+    ("lab?scenario=design-doc&policy=classic&compare=1&step=35", "lab-compare"),
+    ("lab?scenario=eviction-pressure&step=30&projector=1", "lab-projector"),
+]
 
 
 
@@ -82,7 +88,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--script", help="streamlit script to run (default: app.py, else each app_pages/*.py)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="output folder")
-    parser.add_argument("--full-height", action="store_true", help="capture the whole page, not just 1280x800")
+    parser.add_argument("--full-height", action="store_true", help="capture the whole page, not just 1024x768")
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium).", file=sys.stderr)
@@ -109,8 +115,11 @@ def main() -> int:
                 if not pages:  # a single page script, or an app without navigation
                     pages = [(Path(script).stem, server.url)]
                 shots = [(href, page_name(label, href) if script == "app.py" else Path(script).stem) for label, href in pages]
-                if script == "app.py" and any(name == "lessons" for _, name in shots):
-                    shots += [(f"{server.url}/lessons?lesson={slug}", f"lesson-{slug[:2]}") for slug in lesson_slugs()]
+                if script == "app.py":
+                    shots += [(server.url + "/" + query, name) for query, name in LAB_SHOTS]
+                lessons_href = next((href for href, name in shots if name == "lessons"), None)
+                if script == "app.py" and lessons_href is not None:  # the first page: its URL may be the root
+                    shots += [(f"{lessons_href.split('?')[0]}?lesson={slug}", f"lesson-{slug[:2]}") for slug in lesson_slugs()]
                 for href, name in shots:
                     url = href if href.startswith("http") else server.url + "/" + href.lstrip("/")
                     errors.clear()  # report each page's own errors
@@ -118,6 +127,7 @@ def main() -> int:
                         open_page(page, url)
                     except AssertionError as err:  # still take the picture: it shows what went wrong
                         failures.append(f"{url}: {err}")
+                    page.wait_for_timeout(1200)  # the lab player and charts lay out after the script
                     if name in BEFORE_SHOT:
                         BEFORE_SHOT[name](page)
                     out = out_dir / f"{name}.png"

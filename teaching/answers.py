@@ -28,6 +28,7 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from engine.errors import PrefixLabError
 from engine.events import BlockRemoved, BlocksTouched, Event, RequestPreempted
@@ -94,7 +95,7 @@ class Word:
     arg: str | None  # "request", "block" or None
     kind: str
     meaning: str
-    fn: Callable[[EngineState, str | int | None], object]
+    fn: Callable[[EngineState, Any], object]  # the argument's type follows ``arg``
 
 
 def _request(state: EngineState, request_id: str):
@@ -235,7 +236,7 @@ def parse_expression(text: str) -> Expression:
     if len(args) != 1:
         raise AnswerError(f"'{name}' needs one {word.arg}, like '{name} {'r1' if word.arg == 'request' else '3'}'.")
     if word.arg == "block":
-        if not args[0].isdigit():
+        if not (args[0].isascii() and args[0].isdecimal() and len(args[0]) <= 9):  # isdigit() takes '²'
             raise AnswerError(f"'{name}' needs a block number, got {args[0]!r}.")
         return Expression(word, int(args[0]))
     return Expression(word, args[0])
@@ -247,15 +248,15 @@ def evaluate(expression: Expression, state: EngineState) -> object:
 
 
 # -- printing, matching, options --------------------------------------------------------------------
-def format_value(value: object, kind: str) -> str:
+def format_value(value: Any, kind: str) -> str:
     """The canonical text of a value: what the page shows and what options are compared by."""
     if kind in ("blocks", "set"):
-        items = list(value)  # type: ignore[arg-type]
+        items = list(value)
         return ", ".join(str(b) for b in items) if items else "none"
     if kind == "block":
         return "none" if value is None else str(value)
     if kind == "percent":
-        pct = round(float(value) * 100, 1)  # type: ignore[arg-type]
+        pct = round(float(value) * 100, 1)
         return f"{pct:g}%"
     return str(value)
 
@@ -270,7 +271,7 @@ def _ints(text: str) -> list[int] | None:
     return [int(x) for x in re.findall(r"\d+", cleaned)]
 
 
-def option_matches(option: object, value: object, kind: str) -> bool:
+def option_matches(option: object, value: Any, kind: str) -> bool:
     """Does a teacher's option (text, number or YAML list) say the same as the engine's value?"""
     if isinstance(option, list):
         option = ", ".join(str(x) for x in option)
@@ -281,30 +282,30 @@ def option_matches(option: object, value: object, kind: str) -> bool:
             return False
         if kind == "block":
             return ids == ([] if value is None else [value])
-        return ids == list(value) if kind == "blocks" else sorted(ids) == sorted(value)  # type: ignore[arg-type]
+        return ids == list(value) if kind == "blocks" else sorted(ids) == sorted(value)
     if kind == "percent":
         try:
-            return abs(float(text.rstrip("%").strip()) - float(value) * 100) < 0.05  # type: ignore[arg-type]
+            return abs(float(text.rstrip("%").strip()) - float(value) * 100) < 0.05
         except ValueError:
             return False
     if kind in ("number", "tokens"):
         try:
-            return float(text) == float(value)  # type: ignore[arg-type]
+            return float(text) == float(value)
         except ValueError:
             return False
     return text.lower() == str(value).lower()
 
 
-def _distractors(value: object, kind: str, state: EngineState, rng: random.Random) -> list[object]:
+def _distractors(value: Any, kind: str, state: EngineState, rng: random.Random) -> list[object]:
     """Wrong values a student could plausibly believe, most instructive first."""
     n = state.snapshot.num_blocks
     if kind == "block":
         pool = list(state.snapshot.free_queue) + list(range(1, n))
         return [b for b in dict.fromkeys(pool) if b != value] + ([None] if value is not None else [])
     if kind in ("blocks", "set"):
-        items = list(value)  # type: ignore[arg-type]
+        items = list(value)
         extra = next((b for b in range(1, n) if b not in items), None)
-        cands: list[list[int]] = []
+        cands: list[object] = []
         if len(items) > 1 and kind == "blocks":
             cands += [items[::-1], sorted(items), items[1:] + items[:1]]
         if items:
@@ -315,13 +316,31 @@ def _distractors(value: object, kind: str, state: EngineState, rng: random.Rando
         rng.shuffle(cands[len(cands) // 2 :])
         return cands
     if kind in ("number", "tokens"):
-        v = int(value)  # type: ignore[arg-type]
+        v = int(value)
         step = state.block_size if kind == "tokens" else 1  # token counts move a block at a time
-        cands = [v + step, v - step, 0, v + 2 * step, 2 * v, v + 3 * step]
-        return [c for c in cands if c >= 0]
+        numbers = [v + step, v - step, 0, v + 2 * step, 2 * v, v + 3 * step]
+        return [c for c in numbers if c >= 0]
     if kind == "percent":
-        return [0.0, 1.0, 0.5, 0.25, 0.75, float(value) / 2]  # type: ignore[arg-type]
+        return _percent_distractors(float(value), state)
+    if value == "preempted":
+        # A preempted request sits in the waiting queue, so "waiting" is half right: never offer it as wrong.
+        return [s for s in STATUSES if s not in (value, "waiting")]
     return [s for s in STATUSES if s != value]
+
+
+def _percent_distractors(value: float, state: EngineState) -> list[object]:
+    """Hit rates a student gets by miscounting one or two blocks, so the right answer is not the odd one out.
+
+    Round numbers (0%, 50%, 100%) give the answer away when the real rate is 45.3%; rates off
+    by a block of hit tokens look just as plausible as the right one.
+    """
+    stats = state.run.engine.kv_cache_manager.prefix_cache_stats
+    queries, hits, bs = stats.queries, stats.hits, state.block_size
+    if not queries:
+        return [0.25, 0.5, 1.0]
+    cands = [(hits + d * bs) / queries for d in (1, -1, 2, -2, 3)]
+    near: list[object] = [c for c in cands if 0.0 <= c <= 1.0 and abs(c - value) > 0.0005]
+    return near + [value / 2, 0.25, 0.5, 1.0]
 
 
 def generate_options(value: object, kind: str, state: EngineState, seed: str, count: int = 4) -> list[str]:
@@ -339,3 +358,85 @@ def generate_options(value: object, kind: str, state: EngineState, seed: str, co
         return sorted(texts, key=lambda t: (t == "none", float(t.rstrip("%")) if t != "none" else 0.0))
     rng.shuffle(texts)
     return texts
+
+
+# -- what a student needs to hear: the order an answer is read in, and the rule behind it ----------
+#: For answers that are block lists in a meaningful order: which order.
+ORDER_HINTS: dict[str, str] = {
+    "free_queue": "head first (the block reused next), tail last",
+    "evicted_blocks": "in the order they were evicted",
+    "hit_blocks": "in the request's logical order (its first block first)",
+    "block_table": "in the request's logical order (its first block first)",
+}
+
+#: The rule each answer word follows, named when a student's choice is wrong.
+RULES: dict[str, str] = {
+    "free_queue": ("a finishing request frees its blocks last block first; under vLLM ≥ 0.24 a block without a hash "
+                   "goes to the head of the free queue and a hashed one to the tail (classic: every block to the tail); "
+                   "a hit takes a block out of the queue"),
+    "next_reused": "an allocation always pops the head of the free queue",
+    "next_evicted": ("eviction is lazy: a cached block keeps its hash in the free queue and loses it only when it "
+                     "reaches the head and is popped for reuse"),
+    "evicted_blocks": ("eviction is lazy: only blocks popped from the head of the free queue lose their hash, and only "
+                       "if they still had one"),
+    "cached_blocks": "only full blocks get a hash, and a freed block keeps it until it is popped for reuse",
+    "num_free_blocks": "a block is in the free queue exactly when its ref count is 0; a hit on a free block takes it out",
+    "hit_rate": "hit rate = prompt tokens served from the cache ÷ prompt tokens looked up, over every request so far",
+    "hit_blocks": ("the lookup walks the chained hashes from block 0 and stops at the first miss, and never takes the "
+                   "block that holds the prompt's last token (it is recomputed for the logits)"),
+    "num_cached_tokens": ("cached tokens = hit blocks × block size: the lookup stops at the first miss and never covers "
+                          "the prompt's last token"),
+    "block_table": "a request's table lists its hit blocks first, then new blocks popped from the head of the free queue",
+    "num_blocks": "a request holds one block per block_size tokens it has in the cache (prompt plus generated), rounded up",
+    "num_full_blocks": "only a block holding block_size tokens is full and hashed; the last, partial block is not",
+    "status": ("a request is 'waiting' until it is first scheduled, 'running' while it computes, 'preempted' once it "
+               "gave its blocks back and waits at the front of the waiting queue, and 'finished' when it is done"),
+    "num_preemptions": ("when a running request needs a block and none is free, the scheduler preempts the last "
+                        "running request"),
+    "unchained_hits": ("a hash of a block's tokens alone ignores everything before it; vLLM chains each hash on its "
+                       "parent's, so equal tokens after a different prefix never match"),
+    "ref_cnt": "a block's ref count is the number of requests whose block tables hold it right now",
+}
+
+
+def order_hint(expression: Expression) -> str:
+    """One line telling the student whether the order of the blocks matters, and which order."""
+    if expression.kind == "blocks":
+        return "Order matters: list the blocks " + ORDER_HINTS.get(expression.word.name, "in the order the engine has them") + "."
+    if expression.kind == "set":
+        return "Order does not matter."
+    return ""
+
+
+def diagnose(choice: str, value: Any, kind: str) -> str:
+    """What is wrong with a student's choice, compared with the engine's value (one short phrase)."""
+    if kind in ("blocks", "set"):
+        picked, right = _ints(choice), list(value)
+        if picked is None:
+            return ""
+        if kind == "blocks" and sorted(picked) == sorted(right):
+            return "the right blocks, but in the wrong order"
+        missing = [b for b in right if b not in picked]
+        extra = [b for b in picked if b not in right]
+        parts = []
+        if missing:
+            parts.append(f"it leaves out {', '.join(map(str, missing))}")
+        if extra:
+            parts.append(f"{', '.join(map(str, extra))} {'does' if len(extra) == 1 else 'do'} not belong")
+        return " and ".join(parts)
+    if kind in ("number", "tokens", "percent"):
+        try:
+            picked_num = float(choice.rstrip("%"))
+        except ValueError:
+            return ""
+        right_num = float(value) * (100 if kind == "percent" else 1)
+        return "too high" if picked_num > right_num else "too low"
+    return ""
+
+
+def wrong_answer_feedback(expression: Expression, choice: str, value: object) -> str:
+    """Feedback for a wrong choice that names the rule the student missed."""
+    what = diagnose(choice, value, expression.kind)
+    rule = RULES.get(expression.word.name, expression.word.meaning)
+    head = f"Not quite: **{choice}**: {what}." if what else f"Not quite: the engine does not say **{choice}**."
+    return f"{head} The rule: {rule}."

@@ -1,11 +1,13 @@
-"""Command line: ``prefixlab app|generate|bench|replay``.
+"""Command line: ``prefixlab app|generate|serve|bench|replay|trace``.
 
 ``app`` starts the Streamlit app (what ``make run`` does).
 
+``serve`` runs one shared engine behind an OpenAI-compatible HTTP API (``engine/server``).
 ``generate`` runs one prompt on the real model and prints the text and the request's metrics
 (cached vs computed prefill tokens, TTFT, decode speed). ``bench`` runs the prefix-cache
 benchmark (``bench/prefix_cache.py``); ``bench engine`` the engine-speed one (``bench/engine.py``). ``replay`` plays a scenario (a file in the format of
 ``docs/scenarios.md``, or a built-in one) on the simulator and prints every cache event in words.
+``trace`` replays a production trace through the real prefix cache (``teaching/traces/command.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 
 from engine.config import DEFAULT_MODEL
 from engine.errors import PrefixLabError
+from teaching.traces.command import add_trace_parser, run_trace
 
 
 def progress(fraction: float, message: str) -> None:
@@ -24,10 +27,11 @@ def progress(fraction: float, message: str) -> None:
 def generate(args: argparse.Namespace) -> int:
     from engine import EngineConfig, LLMEngine, SamplingParams
 
-    engine = LLMEngine(EngineConfig(model=args.model, enable_prefix_caching=not args.no_cache), progress=progress)
-    prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
+    # The sampling settings first: a bad one is reported before the model takes seconds to load.
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
                             top_k=args.top_k, seed=args.seed)
+    engine = LLMEngine(EngineConfig(model=args.model, enable_prefix_caching=not args.no_cache), progress=progress)
+    prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
     output = engine.generate([prompt], params)[0]
     print(output.text)
     print(file=sys.stderr)
@@ -36,6 +40,42 @@ def generate(args: argparse.Namespace) -> int:
         shown = f"{value:.3f}" if isinstance(value, float) else value
         print(f"{key}: {shown}", file=sys.stderr)
     return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    from engine import EngineConfig
+    from engine.server.config import KVEventsConfig, ServerConfig, ServerLimits
+    from engine.server.serve import serve as run_server
+
+    try:
+        limits = ServerLimits(max_prompt_tokens=args.max_prompt_tokens, max_tokens=args.max_tokens_limit,
+                              max_concurrent_per_client=args.max_concurrent_per_client,
+                              request_timeout_s=args.request_timeout)
+        config = ServerConfig(model=args.model, served_model_name=args.served_model_name or args.model, limits=limits,
+                              kv_events=KVEventsConfig.from_json(args.kv_events_config),
+                              student_keys=frozenset(args.api_key or ()), teacher_key=args.teacher_key)
+        engine_config = EngineConfig(model=args.model, block_size=args.block_size, num_blocks=args.num_blocks,
+                                     max_num_seqs=args.max_num_seqs)
+    except PrefixLabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return run_server(config, engine_config, args.host, args.port, progress=progress)
+
+
+def read_scenario_file(path: str) -> str:
+    """A scenario file's text, read no further than the size limit (``/dev/zero`` never ends)."""
+    from teaching.limits import MAX_SCENARIO_CHARS, LimitError
+
+    limit = 4 * MAX_SCENARIO_CHARS  # UTF-8 takes at most 4 bytes per character
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise LimitError(f"{path!r} is over {limit:,} bytes; a scenario may be at most {MAX_SCENARIO_CHARS:,} characters.")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LimitError(f"{path!r} is not UTF-8 text (byte {exc.start} is {data[exc.start:exc.start + 1]!r}); "
+                         "save the scenario as UTF-8.") from None
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -47,8 +87,10 @@ def replay(args: argparse.Namespace) -> int:
         text = BUILTIN_SCENARIOS[args.scenario]
     else:
         try:
-            with open(args.scenario, encoding="utf-8") as handle:
-                text = handle.read()
+            text = read_scenario_file(args.scenario)
+        except PrefixLabError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         except OSError as exc:
             print(f"error: cannot read {args.scenario!r} ({exc.strerror}); built-in scenarios: "
                   f"{', '.join(BUILTIN_SCENARIOS)}", file=sys.stderr)
@@ -106,9 +148,37 @@ def main(argv: list[str] | None = None) -> int:
                         "'bench engine': speed vs the machine's limits and real vLLM (bench/engine.py); "
                         "their options (--quick, ...) pass through")
 
+    from engine.config import EngineConfig
+    from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerLimits
+
+    limits, engine_defaults = ServerLimits(), EngineConfig(backend="simulator")
+    srv = commands.add_parser("serve", help="one shared engine for the room behind an OpenAI-compatible API")
+    srv.add_argument("--host", default=DEFAULT_HOST, help="interface to listen on (default: all, as vLLM)")
+    srv.add_argument("--port", type=int, default=DEFAULT_PORT)
+    srv.add_argument("--model", default=DEFAULT_MODEL, help="built-in name, transformers folder or hub id")
+    srv.add_argument("--served-model-name", default=None, help="the name clients send as `model` (default: --model)")
+    srv.add_argument("--kv-events-config", default=None,
+                     help='vLLM\'s JSON, e.g. \'{"enable_kv_cache_events": true, "endpoint": "tcp://*:5557", '
+                          '"replay_endpoint": "tcp://*:5558"}\'')
+    srv.add_argument("--api-key", action="append", help="a student key (repeat for each); with keys, every "
+                     "request needs one")
+    srv.add_argument("--teacher-key", default=None, help="the key that may also reset the prefix cache")
+    srv.add_argument("--max-prompt-tokens", type=int, default=limits.max_prompt_tokens)
+    srv.add_argument("--max-tokens-limit", type=int, default=limits.max_tokens, help="cap on a request's max_tokens")
+    srv.add_argument("--max-concurrent-per-client", type=int, default=limits.max_concurrent_per_client,
+                     help="requests in flight per key (or per address without keys); more get 429")
+    srv.add_argument("--request-timeout", type=float, default=limits.request_timeout_s,
+                     help="seconds before a request is stopped")
+    srv.add_argument("--block-size", type=int, default=engine_defaults.block_size)
+    srv.add_argument("--num-blocks", type=int, default=None, help="KV pool size (default: from the memory budget)")
+    srv.add_argument("--max-num-seqs", type=int, default=engine_defaults.max_num_seqs,
+                     help="requests batched together at most")
+
     rep = commands.add_parser("replay", help="play a scenario on the simulator and print every cache event in words")
     rep.add_argument("scenario", help="a scenario file (docs/scenarios.md), or a built-in name such as design-doc")
     rep.add_argument("--policy", choices=["vllm", "classic"], default="vllm", help="free rule (default vllm)")
+
+    add_trace_parser(commands)
 
     args, rest = parser.parse_known_args(argv)
     if args.command == "app":
@@ -117,12 +187,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "replay":
         return replay(args)  # simulator only: no torch, instant
+    if args.command == "trace":
+        return run_trace(args)  # no model either
     from transformers.utils import logging as hf_logging  # keep the terminal for our own output
 
     import engine.model  # noqa: F401  (before torch loads: see its OMP_WAIT_POLICY note)
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    if args.command == "serve":
+        return serve(args)
     if args.command == "bench":
         try:
             from bench import engine as engine_bench

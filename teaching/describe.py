@@ -20,6 +20,7 @@ from engine.events import (
     StepStarted,
     TokenGenerated,
 )
+from engine.hashing import short_hash
 
 TokenText = Callable[[int], str]
 
@@ -113,7 +114,7 @@ def describe_event(
         parts = []
         for block_id, block_hash in zip(event.block_ids, event.block_hashes):
             tokens = tokens_label(contents.get(block_hash), text) if contents else ""
-            what = f"hash {block_hash.hex()[:8]}" + (f" ({tokens})" if tokens else "")
+            what = f"hash {short_hash(block_hash)}" + (f" ({tokens})" if tokens else "")
             parts.append(f"Block {block_id} is evicted: it is reused"
                          + (f" for {event.request_id}" if event.request_id else "")
                          + f", so its {what} leaves the hash table.")
@@ -148,3 +149,25 @@ EVENT_TAGS: dict[str, str] = {
     "evicted": "EVICT", "stored": "CACHE", "free": "FREE", "schedule": "RUN", "token": "TOKEN",
     "preempt": "PREEMPT", "finish": "FINISH", "cleared": "RESET",
 }
+
+
+def describe_extra_keys(extra_keys: tuple | None) -> str:
+    """A block's extra keys in words: ``(("lora", "math", None),)`` -> ``LoRA adapter 'math'``.
+
+    Students should read what went into the hash, not a Python tuple.
+    """
+    if not extra_keys:
+        return "none"
+    parts = []
+    for key in extra_keys:
+        kind = key[0] if isinstance(key, tuple) and key else key
+        if kind == "lora":
+            path = f" (path {key[2]})" if len(key) > 2 and key[2] else ""
+            parts.append(f"LoRA adapter '{key[1]}'{path}")
+        elif kind == "cache_salt":
+            parts.append(f"cache salt '{key[1]}'")
+        elif kind == "mm":
+            parts.append(f"image '{key[1]}' at offset {key[2]}" if len(key) > 2 else f"image '{key[1]}'")
+        else:
+            parts.append(str(kind))
+    return " · ".join(parts)

@@ -10,8 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.events import BlockRemoved, BlocksAllocated, Event, StepStarted
+from engine.hashing import short_hash
 from engine.kv_cache import FREE_POLICIES
-from engine.timeline import block_contents
+from engine.timeline import CacheSnapshot, block_contents, hit_blocks
+from teaching import limits
+from teaching.describe import EVENT_TAGS, describe_event, tokens_label
 from teaching.scenario import ScenarioRun, parse_scenario, run_scenario
 
 #: Jump buttons: label -> event kinds to stop after.
@@ -29,6 +32,13 @@ class LabRuns:
     text: str
     runs: dict[str, ScenarioRun]
     contents: dict[str, dict[bytes, list[int]]] = field(default_factory=dict)
+    _playbacks: dict[str, dict[str, object]] = field(default_factory=dict, repr=False)
+
+    def playback(self, policy: str) -> dict[str, object]:
+        """:func:`playback` of one policy's run, computed once."""
+        if policy not in self._playbacks:
+            self._playbacks[policy] = playback(self.runs[policy], self.contents[policy])
+        return self._playbacks[policy]
 
     @property
     def title(self) -> str:
@@ -45,7 +55,9 @@ def build_runs(
     """Parse once, play under each policy. Raises :class:`~teaching.scenario.ScenarioError`."""
     scenario = parse_scenario(text)
     runs = {
-        policy: run_scenario(scenario, policy, block_size=block_size, num_blocks=num_blocks, hash_algo=hash_algo)
+        # One time budget for both runs together: the lab plays each scenario twice.
+        policy: run_scenario(scenario, policy, block_size=block_size, num_blocks=num_blocks, hash_algo=hash_algo,
+                             time_budget_s=limits.SCENARIO_TIME_BUDGET_S / len(FREE_POLICIES))
         for policy in FREE_POLICIES
     }
     return LabRuns(text, runs, {p: block_contents(r.events) for p, r in runs.items()})
@@ -94,8 +106,8 @@ def align_index(primary: ScenarioRun, secondary: ScenarioRun, index: int) -> int
 class EvictionQuestion:
     """"Which block goes next?" asked just before an allocation that evicts.
 
-    ``ask_at``: the state to show (before the first eviction); ``reveal_at``: after the
-    allocation; ``answer``: the first block evicted; ``evicted``: every block it evicts.
+    ``ask_at``: the state to show (before the allocation); ``reveal_at``: after the
+    allocation and its evictions; ``answer``: the first block evicted; ``evicted``: every block it evicts.
     """
 
     ask_at: int
@@ -108,23 +120,49 @@ class EvictionQuestion:
 
 
 def next_eviction_question(run: ScenarioRun, index: int) -> EvictionQuestion | None:
-    """The next allocation at or after ``index`` that evicts a cached block, or None."""
+    """The next allocation at or after ``index`` that evicts a cached block, or None.
+
+    The engine logs the allocation first (the blocks leave the free queue for the request's
+    table), then one eviction per popped block that still had a hash: the order vLLM does it.
+    """
     events = run.events
-    first = next((i for i in range(index, len(events)) if isinstance(events[i], BlockRemoved)), None)
-    if first is None:
+    alloc_at = next(
+        (i for i in range(index, len(events) - 1)
+         if isinstance(events[i], BlocksAllocated) and isinstance(events[i + 1], BlockRemoved)),
+        None,
+    )
+    if alloc_at is None:
         return None
+    alloc = events[alloc_at]
+    assert isinstance(alloc, BlocksAllocated)
     evicted: list[int] = []
-    i = first
+    i = alloc_at + 1
     while i < len(events) and isinstance(events[i], BlockRemoved):
         evicted += events[i].block_ids  # type: ignore[attr-defined]
         i += 1
-    alloc = events[i] if i < len(events) and isinstance(events[i], BlocksAllocated) else None
-    allocated = list(alloc.block_ids) if alloc else []
-    request_id = alloc.request_id if alloc else (events[first].request_id or "?")  # type: ignore[attr-defined]
     return EvictionQuestion(
-        ask_at=first, reveal_at=i + 1 if alloc else i, request_id=request_id,
-        num_new_blocks=len(allocated), answer=evicted[0], evicted=evicted, allocated=allocated,
+        ask_at=alloc_at, reveal_at=i, request_id=alloc.request_id,
+        num_new_blocks=len(alloc.block_ids), answer=evicted[0], evicted=evicted, allocated=list(alloc.block_ids),
     )
+
+
+def question_text(question: EvictionQuestion) -> str:
+    """The question as the student reads it."""
+    blocks = f"{question.num_new_blocks} new block{'s' if question.num_new_blocks != 1 else ''}"
+    return (f"**Predict the victim.** {question.request_id} is about to take **{blocks}** from the head of "
+            "the free queue. Which block will be the first to lose its cached contents?")
+
+
+def verdict(question: EvictionQuestion, guess: int | None) -> tuple[bool, str]:
+    """(right?, the explanation) for a guess, naming the rule: hashless blocks go silently, the first hashed one is evicted."""
+    taken = ", ".join(str(b) for b in question.allocated)
+    later = [str(b) for b in question.evicted[1:]]
+    why = (f"The allocation popped {taken} from the head. Blocks without a hash are reused silently; "
+           f"the first one still holding a hash is evicted: block {question.answer}"
+           + (f" (then {', '.join(later)})." if later else "."))
+    if guess == question.answer:
+        return True, f"Right! Block {question.answer} is evicted. {why}"
+    return False, f"Not quite: you picked {guess}, but block {question.answer} is evicted. {why}"
 
 
 @dataclass(frozen=True)
@@ -145,3 +183,90 @@ def log_window(
         LogLine(i + 1, run.events[i].kind, describe(run.events[i]), i + 1 == index, i + 1 > index)
         for i in range(lo, hi)
     ]
+
+
+# -- the browser player's data: every state of a run, computed once and sent once ----------------------
+@dataclass(frozen=True)
+class EventCard:
+    """The current event in words: where it is, a short tag, what happened, and the line's note."""
+
+    head: str
+    tag: str
+    body: str
+    note: str = ""
+
+
+def event_card(run: ScenarioRun, contents: dict[bytes, list[int]], pos: int) -> EventCard:
+    """The card for the state after ``pos`` events (``pos == 0``: before anything happened)."""
+    span = run.span_at(pos)
+    where = f"after line {span.action.line_no}: {span.action.source}" if span else "before the first line"
+    head = f"Event {pos} of {len(run.events)} · engine step {engine_step_at(run.events, pos)} · {where}"
+    note = span.note if span and span.note and span.end == pos else ""
+    if pos == 0:
+        return EventCard(head, "START", "Nothing has happened yet: every usable block is free. "
+                         "Press ▶ (or the → key) to apply the first event.", note)
+    event = run.events[pos - 1]
+    tag = EVENT_TAGS.get(event.kind, event.kind.upper())
+    return EventCard(head, tag, describe_event(event, run.token_text, contents), note)
+
+
+def touched_blocks(event: Event | None) -> list[int]:
+    """The block ids an event acts on (outlined by the player as "touched by this step")."""
+    return list(getattr(event, "block_ids", None) or []) if event is not None else []
+
+
+def table_states(snap: CacheSnapshot, request_id: str, hits: dict[str, set[int]]) -> list[str]:
+    """Per block of a request's table: ``hit`` (from the cache), ``computed`` (hashed) or ``partial``."""
+    return [
+        "hit" if block_id in hits.get(request_id, set())
+        else "computed" if snap.block_hash[block_id] is not None else "partial"
+        for block_id in snap.block_tables[request_id]
+    ]
+
+
+def frame(run: ScenarioRun, contents: dict[bytes, list[int]], snap: CacheSnapshot, pos: int) -> dict[str, object]:
+    """One state as plain JSON data: pool, free queue, block tables, hash table, and the event card."""
+    event = run.events[pos - 1] if pos else None
+    hits = hit_blocks(run.events, pos)
+    card = event_card(run, contents, pos)
+    return {
+        "ref": list(snap.ref_cnt),
+        "hash": [short_hash(h) if h is not None else None for h in snap.block_hash],
+        "fq": list(snap.free_queue),
+        "tables": [
+            [rid, snap.request_status.get(rid, ""), list(ids), table_states(snap, rid, hits)]
+            for rid, ids in snap.block_tables.items() if ids
+        ],
+        "hashes": [
+            [short_hash(h), list(ids), tokens_label(contents.get(h), run.token_text)]
+            for h, ids in snap.hash_table.items() if ids
+        ],
+        "evictions": snap.num_evictions,
+        "kind": event.kind if event is not None else "start",
+        "touched": touched_blocks(event),
+        "evicted": touched_blocks(event) if event is not None and event.kind == "evicted" else [],
+        "card": {"head": card.head, "tag": card.tag, "body": card.body, "note": card.note},
+    }
+
+
+def playback(run: ScenarioRun, contents: dict[bytes, list[int]]) -> dict[str, object]:
+    """Every state of ``run`` (``frames[i]`` = after ``i`` events) plus the jump targets.
+
+    The browser player gets this once per scenario and steps, scrubs and animates with no
+    server round trip.
+    """
+    timeline = run.timeline()
+    frames = []
+    for pos in range(len(run.events) + 1):
+        frames.append(frame(run, contents, timeline.state_at(pos), pos))  # use the cursor before moving it
+    jumps = {
+        name: [i + 1 for i, e in enumerate(run.events) if e.kind in kinds]
+        for name, kinds in JUMPS.items()
+    }
+    return {"policy": run.free_policy, "num_blocks": run.num_blocks, "block_size": run.block_size,
+            "frames": frames, "jumps": jumps}
+
+
+def alignment(primary: ScenarioRun, other: ScenarioRun) -> list[int]:
+    """``align_index`` for every position of ``primary``: which state of ``other`` matches it."""
+    return [align_index(primary, other, i) for i in range(len(primary.events) + 1)]

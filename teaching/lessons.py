@@ -33,6 +33,7 @@ from pathlib import Path
 import yaml
 
 from engine.errors import PrefixLabError
+from teaching import limits
 from teaching.answers import (
     AnswerError,
     EngineState,
@@ -151,6 +152,33 @@ def _text(node: yaml.Node, path: Path, what: str) -> str:
     return str(node.value)
 
 
+#: Tags a lesson may use: those of YAML's safe loader (no ``!!python/...`` objects).
+_SAFE_TAGS = frozenset(tag for tag in yaml.SafeLoader.yaml_constructors if tag is not None)
+
+
+def _check_plain_yaml(root: yaml.Node, path: Path) -> None:
+    """Refuse aliases, unsafe tags and huge front matters before anything walks the tree.
+
+    ``yaml.compose`` shares one node per alias, so a few lines of ``&a [*b, *b, ...]`` become a
+    graph that expands to billions of values when loaded: a lesson never needs aliases.
+    """
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            raise LessonError(path, _node_line(node), "YAML aliases (*name) are not allowed in a lesson; write the value out.")
+        seen.add(id(node))
+        if len(seen) > limits.MAX_LESSON_YAML_NODES:
+            raise LessonError(path, None, f"the front matter has over {limits.MAX_LESSON_YAML_NODES:,} YAML values.")
+        if node.tag not in _SAFE_TAGS:
+            raise LessonError(path, _node_line(node), f"the YAML tag {node.tag!r} is not allowed in a lesson.")
+        if isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+
+
 def _scenario_first_line(node: yaml.ScalarNode) -> int:
     """File line of scenario line 1: the line after ``scenario: |``, or the key's own line."""
     return _node_line(node) + (1 if node.style in ("|", ">") else 0)
@@ -164,7 +192,7 @@ def _resolve_after(raw: yaml.Node, lesson: Lesson, path: Path) -> tuple[int, str
         return actions[-1], text
     if text.lstrip("@") in lesson.labels:
         return lesson.labels[text.lstrip("@")], text
-    if text.isdigit():
+    if text.isascii() and text.isdecimal() and len(text) <= 12:  # isdigit() accepts '²', int() does not
         number = int(text)
         if number not in actions:
             raise LessonError(
@@ -238,8 +266,9 @@ def _parse_measure(node: yaml.Node, path: Path) -> MeasureSpec:
     block_size = 16
     if "block_size" in fields:
         raw = str(fields["block_size"][1].value)
-        if not raw.isdigit() or int(raw) < 1:
-            raise LessonError(path, _node_line(fields["block_size"][1]), f"block_size must be a whole number >= 1, got {raw!r}.")
+        if limits.parse_whole_number(raw, 1, limits.MAX_BLOCK_SIZE) is None:
+            raise LessonError(path, _node_line(fields["block_size"][1]),
+                              f"block_size must be a whole number from 1 to {limits.MAX_BLOCK_SIZE}, got {raw!r}.")
         block_size = int(raw)
     system = _text(fields["system"][1], path, "system").strip()
     return MeasureSpec(system, tuple(q.strip() for q in questions), block_size)
@@ -257,6 +286,7 @@ def parse_lesson(text: str, path: Path | str) -> Lesson:
         raise LessonError(path, mark.line + 2 if mark else None, f"the front matter is not valid YAML: {problem}.") from None
     if root is None:
         raise LessonError(path, 2, "the front matter is empty; it needs title: and scenario:.")
+    _check_plain_yaml(root, path)
     fields = _mapping(root, path, "the front matter")
     for key, (knode, _) in fields.items():
         if key not in LESSON_KEYS:
@@ -352,6 +382,9 @@ def check_lesson(lesson: Lesson) -> dict[str, Answer]:
 def load_lesson(path: Path | str) -> Lesson:
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > limits.MAX_LESSON_BYTES:
+            raise LessonError(path, None, f"the file is {size:,} bytes; a lesson may be at most {limits.MAX_LESSON_BYTES:,}.")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise LessonError(path, None, f"cannot read the file: {exc}") from None
@@ -371,4 +404,6 @@ def load_lessons(folder: Path | str) -> tuple[list[Lesson], list[LessonError]]:
             lessons.append(load_lesson(path))
         except LessonError as exc:
             errors.append(exc)
+        except Exception as exc:  # a bug or a limit hit in one file must not hide the others
+            errors.append(LessonError(path, None, f"could not be loaded ({type(exc).__name__}: {exc})."))
     return lessons, errors

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.events import BlocksAllocated, BlocksFreed, BlocksTouched, Event
+from engine.hashing import short_hash
 from engine.llm_engine import LLMEngine, Prompt
 
 CHAT, TEXT = "chat", "text"
@@ -146,7 +147,7 @@ class RequestView:
         return self.states.count("hit")
 
 
-def request_view(engine: LLMEngine, request_id: str, hash_chars: int = 8) -> RequestView:
+def request_view(engine: LLMEngine, request_id: str) -> RequestView:
     """Prompt and output tokens as blocks: which were hits, their hashes, the blocks backing them."""
     request = engine.get_request(request_id)
     output = engine.output_of(request_id)
@@ -162,7 +163,7 @@ def request_view(engine: LLMEngine, request_id: str, hash_chars: int = 8) -> Req
         full = (index + 1) * block_size <= len(tokens)
         states.append("partial" if not full else "hit" if index < hit_blocks else "computed")
         block_hash = hashes[index] if full and index < len(hashes) else None
-        shorts.append(block_hash.hex()[:hash_chars] if block_hash else None)
+        shorts.append(short_hash(block_hash) if block_hash else None)
         fulls.append(block_hash.hex() if block_hash else None)
         physical.append(table[index] if index < len(table) else None)  # the last sampled token has no slot
     return RequestView(
@@ -178,3 +179,19 @@ def request_view(engine: LLMEngine, request_id: str, hash_chars: int = 8) -> Req
         finished=output.finished,
         metrics=output.metrics.as_dict() if output.metrics else {},
     )
+
+
+def _ms(seconds: object) -> str:
+    return f"{float(seconds) * 1000:.0f} ms" if isinstance(seconds, (int, float)) else "…"
+
+
+def metrics_text(m: dict[str, float | int | None]) -> str:
+    """One request's numbers in a line: the engine's TTFT (from scheduling), prefill apart, tokens saved.
+
+    TTFT counts from the moment the scheduler picks the request, not from the click on Send: the
+    page redraws in between, and that time would hide what the cache saves.
+    """
+    return (f"**TTFT {_ms(m.get('scheduled_ttft_s'))}** (scheduled → first token; prefill forward pass "
+            f"{_ms(m.get('prefill_s'))}) · prompt {m.get('prompt_tokens')} tokens · "
+            f"**{m.get('cached_tokens')} cached** (saved) · **{m.get('computed_prefill_tokens')} computed** in prefill · "
+            f"{m.get('output_tokens')} generated")

@@ -19,6 +19,8 @@ from engine.events import CacheLookup
 from engine.hashing import BlockHash, block_extra_keys
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
+from teaching import limits
+from teaching.limits import check_size
 
 CACHED_ID = "r1"
 PROBE_ID = "r2"
@@ -125,14 +127,16 @@ class ProbeResult:
 
 def parse_token_ids(text: str) -> list[int]:
     """Token ids typed as ``"1, 2 3"`` -> ``[1, 2, 3]``, or a clear error for anything else."""
+    check_size("The prompt", len(text), limits.MAX_PROBE_CHARS, "characters")
     words = [w for w in re.split(r"[\s,]+", text.strip()) if w]
     if not words:
         raise InvalidRequestError("The prompt is empty: type some token ids, e.g. 1 2 3 4.")
     ids: list[int] = []
     for position, word in enumerate(words):
-        if not re.fullmatch(r"\d+", word):
+        if not re.fullmatch(r"[0-9]{1,9}", word):
             raise InvalidRequestError(
-                f"Token {position} is {word!r}: token ids are whole numbers >= 0, separated by spaces or commas."
+                f"Token {position} is {word!r}: token ids are whole numbers from 0 to 999,999,999, separated by "
+                "spaces or commas."
             )
         ids.append(int(word))
     return ids
@@ -189,6 +193,14 @@ def probe_prefix_cache(
     Raises :class:`~engine.errors.PrefixLabError` subclasses with a student-readable
     message for bad input (empty prompt, bad block size, unknown algorithm, ...).
     """
+    for request_id, spec in ((CACHED_ID, cached), (PROBE_ID, probe)):  # bound the work before doing any
+        prompt = spec.prompt
+        if isinstance(prompt, str):
+            check_size(f"{request_id}'s prompt", len(prompt), limits.MAX_PROBE_CHARS, "characters")
+        check_size(f"{request_id}'s prompt", _num_tokens_upper_bound(prompt), limits.MAX_PROBE_TOKENS, "tokens",
+                   "This page shows hashing block by block; a few hundred tokens show everything.")
+        for name, key in (("cache salt", spec.cache_salt), ("LoRA name", spec.lora_name)):
+            check_size(f"{request_id}'s {name}", len(key or ""), limits.MAX_EXTRA_KEY_CHARS, "characters")
     # Room for both requests at once, so r1's blocks are never evicted before r2 looks.
     num_blocks = _num_tokens_upper_bound(cached.prompt) + _num_tokens_upper_bound(probe.prompt) + 4
     engine = LLMEngine(

@@ -27,9 +27,10 @@ from engine.events import Event
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
 from engine.timeline import Timeline
+from teaching import limits
 
 #: Safety net for ``run``: a scenario that needs more steps than this is surely a mistake.
-MAX_RUN_STEPS = 10_000
+MAX_RUN_STEPS = limits.MAX_STEP_COUNT
 DEFAULT_NUM_BLOCKS = 11
 DEFAULT_BLOCK_SIZE = 4
 
@@ -119,21 +120,30 @@ _SETTINGS = {
     "max_num_seqs": "max_num_seqs",
 }
 _SETTING_MINIMUM = {"num_blocks": 2, "block_size": 1, "max_num_batched_tokens": 1, "max_num_seqs": 1}
+_SETTING_MAXIMUM = {
+    "num_blocks": limits.MAX_NUM_BLOCKS, "block_size": limits.MAX_BLOCK_SIZE,
+    "max_num_batched_tokens": limits.MAX_BATCHED_TOKENS, "max_num_seqs": limits.MAX_NUM_SEQS,
+}
 _REQUEST_OPTIONS = ("max_tokens", "output", "salt", "lora")
 _ID_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
-_IDS_RE = re.compile(r"^\[\s*(\d+\s*(,\s*\d+\s*)*)?,?\s*\]$")
+_IDS_RE = re.compile(r"^\[\s*([0-9]+\s*(,\s*[0-9]+\s*)*)?,?\s*\]$")
 
 
 def _strip_comment(line: str) -> str:
     return line.split("#", 1)[0].strip()
 
 
-def _parse_int(word: str, what: str, line_no: int, minimum: int) -> int:
-    if not re.fullmatch(r"[+]?\d+", word):
+def _parse_int(word: str, what: str, line_no: int, minimum: int, maximum: int) -> int:
+    # ASCII digits only: ``\d`` and ``str.isdigit`` also accept '²' or Arabic digits.
+    if not re.fullmatch(r"[+]?[0-9]+", word, flags=re.ASCII):
         raise ScenarioError(line_no, f"{what} must be a whole number, got {word!r}.")
+    if len(word) > 12:  # int() of a huge string is itself work; anything this long is over every limit
+        raise ScenarioError(line_no, f"{what} must be at most {maximum:,}, got a {len(word)}-digit number.")
     value = int(word)
     if value < minimum:
         raise ScenarioError(line_no, f"{what} must be at least {minimum}, got {value}.")
+    if value > maximum:
+        raise ScenarioError(line_no, f"{what} must be at most {maximum:,} on this server, got {value:,}.")
     return value
 
 
@@ -142,10 +152,15 @@ def _parse_tokens(text: str, what: str, line_no: int) -> str | list[int]:
     text = text.strip()
     if not text:
         raise ScenarioError(line_no, f"the {what} is empty.")
+    count = len(text.split(",") if text.startswith("[") else text.split())
+    if count > limits.MAX_PROMPT_TOKENS:
+        raise ScenarioError(line_no, f"the {what} has {count:,} tokens; the limit is {limits.MAX_PROMPT_TOKENS:,}.")
     if text.startswith("["):
         if not _IDS_RE.match(text):
             raise ScenarioError(line_no, f"the {what} {text!r} is not a list of token ids like [1, 2, 3].")
-        ids = [int(x) for x in re.findall(r"\d+", text)]
+        ids = [int(x) for x in re.findall(r"[0-9]+", text)]
+        if any(len(x) > 9 for x in re.findall(r"[0-9]+", text)):
+            raise ScenarioError(line_no, f"the {what} has a token id over 999,999,999.")
         if not ids:
             raise ScenarioError(line_no, f"the {what} is an empty list of token ids.")
         return ids
@@ -191,7 +206,7 @@ def _parse_request(rest: str, line_no: int, source: str, seen: set[str]) -> AddR
     output = _parse_tokens(options["output"], "output", line_no) if "output" in options else None
     output_len = None if output is None else (len(output) if isinstance(output, list) else len(output.split()))
     if "max_tokens" in options:
-        max_tokens = _parse_int(options["max_tokens"], "max_tokens", line_no, 1)
+        max_tokens = _parse_int(options["max_tokens"], "max_tokens", line_no, 1, limits.MAX_MAX_TOKENS)
         if output_len is not None and output_len > max_tokens:
             raise ScenarioError(line_no, f"output has {output_len} tokens but max_tokens={max_tokens}.")
     else:
@@ -207,6 +222,12 @@ def _parse_request(rest: str, line_no: int, source: str, seen: set[str]) -> AddR
 
 def parse_scenario(text: str) -> Scenario:
     """Parse scenario text. Raises :class:`ScenarioError` ("Line N: ...") on the first bad line."""
+    if len(text) > limits.MAX_SCENARIO_CHARS:
+        raise ScenarioError(None, f"The scenario is {len(text):,} characters long; the limit is "
+                                  f"{limits.MAX_SCENARIO_CHARS:,}.")
+    if text.count("\n") >= limits.MAX_SCENARIO_LINES:
+        raise ScenarioError(None, f"The scenario has {text.count(chr(10)) + 1:,} lines; the limit is "
+                                  f"{limits.MAX_SCENARIO_LINES:,}.")
     scenario = Scenario(text=text)
     comments: list[str] = []  # the comment lines before the first setting or action
     in_header = True
@@ -230,13 +251,15 @@ def parse_scenario(text: str) -> Scenario:
                 raise ScenarioError(line_no, f"'{keyword}' is a setting: put it before the first request or step.")
             if not rest or " " in rest:
                 raise ScenarioError(line_no, f"'{keyword}' needs one number, like '{keyword} 8'.")
-            setattr(scenario, name, _parse_int(rest, keyword, line_no, _SETTING_MINIMUM[name]))
+            setattr(scenario, name, _parse_int(rest, keyword, line_no, _SETTING_MINIMUM[name], _SETTING_MAXIMUM[name]))
         elif keyword == "request":
+            if len(seen) >= limits.MAX_REQUESTS:
+                raise ScenarioError(line_no, f"a scenario may add at most {limits.MAX_REQUESTS} requests.")
             action = _parse_request(rest, line_no, source, seen)
             seen.add(action.request_id)
             scenario.actions.append(action)
         elif keyword == "step":
-            count = _parse_int(rest, "the step count", line_no, 1) if rest else 1
+            count = _parse_int(rest, "the step count", line_no, 1, limits.MAX_STEP_COUNT) if rest else 1
             scenario.actions.append(Step(line_no, source, count))
         elif keyword == "run":
             if rest:
@@ -315,7 +338,16 @@ def _encode(engine: LLMEngine, tokens: str | list[int]) -> list[int]:
     return list(tokens) if isinstance(tokens, list) else engine.tokenize(tokens)
 
 
-def _play(engine: LLMEngine, action: Action) -> str:
+def _check_budget(engine: LLMEngine, deadline: limits.Deadline) -> None:
+    """Called inside every loop of a run: stop a run that is too big, with a clear error."""
+    deadline.check()
+    num_events = len(engine.kv_cache_manager.events.events)
+    if num_events > limits.MAX_EVENTS:
+        raise limits.LimitError(f"the run logged over {limits.MAX_EVENTS:,} cache events, the limit here; "
+                                "make it smaller (fewer steps or requests).")
+
+
+def _play(engine: LLMEngine, action: Action, deadline: limits.Deadline) -> str:
     """Apply one action to the engine; returns a note for the UI (empty when nothing to say)."""
     if isinstance(action, AddRequest):
         prompt = _encode(engine, action.prompt)
@@ -331,6 +363,7 @@ def _play(engine: LLMEngine, action: Action) -> str:
             if not engine.has_unfinished_requests():
                 idle += 1
                 continue
+            _check_budget(engine, deadline)
             engine.step()
         return f"{idle} of {action.count} steps had nothing to run" if idle else ""
     if isinstance(action, RunAll):
@@ -338,6 +371,7 @@ def _play(engine: LLMEngine, action: Action) -> str:
         while engine.has_unfinished_requests():
             if steps >= MAX_RUN_STEPS:
                 raise ScenarioError(action.line_no, f"'run' did not finish within {MAX_RUN_STEPS} steps.")
+            _check_budget(engine, deadline)
             engine.step()
             steps += 1
         return "" if steps else "nothing left to run"
@@ -362,13 +396,15 @@ def run_scenario(
     hash_algo: str = "sha256",
     hash_seed: str | None = None,
     seed: int = 0,
+    time_budget_s: float = limits.SCENARIO_TIME_BUDGET_S,
 ) -> ScenarioRun:
     """Play ``scenario`` on a fresh simulator engine.
 
     ``num_blocks`` / ``block_size`` override the scenario's own settings (the lab's
     sidebar); when both are ``None`` the scenario's values apply, then the defaults
     (11 blocks of 4 tokens, the design doc's pool). Errors become :class:`ScenarioError`
-    naming the line that caused them.
+    naming the line that caused them; a run past ``time_budget_s`` or
+    :data:`~teaching.limits.MAX_EVENTS` stops itself with one.
     """
     if isinstance(scenario, str):
         scenario = parse_scenario(scenario)
@@ -377,6 +413,9 @@ def run_scenario(
         config_kwargs["max_num_batched_tokens"] = scenario.max_num_batched_tokens
     if scenario.max_num_seqs is not None:
         config_kwargs["max_num_seqs"] = scenario.max_num_seqs
+    for name, value, maximum in (("blocks", num_blocks, limits.MAX_NUM_BLOCKS), ("block_size", block_size, limits.MAX_BLOCK_SIZE)):
+        if value is not None and value > maximum:
+            raise ScenarioError(None, f"{name} must be at most {maximum:,} on this server, got {value:,}.")
     try:
         config = EngineConfig(
             backend="simulator",
@@ -394,10 +433,12 @@ def run_scenario(
     engine = LLMEngine(config)
     events = engine.kv_cache_manager.events.events
     spans: list[ActionSpan] = []
+    deadline = limits.Deadline(time_budget_s, "Playing this scenario")
     for action in scenario.actions:
         start = len(events)
         try:
-            note = _play(engine, action)
+            _check_budget(engine, deadline)
+            note = _play(engine, action, deadline)
         except ScenarioError:
             raise
         except (PrefixLabError, ValueError, RuntimeError) as exc:

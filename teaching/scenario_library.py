@@ -9,7 +9,7 @@ from __future__ import annotations
 from teaching.scenario import Scenario, parse_scenario
 
 DESIGN_DOC_EXAMPLE = """\
-# vLLM design-doc example (SPEC section 7)
+# Two free-queue rules, one trace: vLLM's own worked example
 # Two requests share the prefix A..J. After both finish, r2 comes back for A..L plus 17 new
 # tokens. Compare the free queue under vllm and classic: vllm reuses hashless blocks first,
 # so block 4 (A..P) survives; classic evicts it.
@@ -21,14 +21,15 @@ step      # r0 computes P: block 4 is full, so A-P is cached; it decodes Q
 request r1: A B C D E F G H I J k l m n | output=o p
 step      # r0 computes Q in new block 5 and finishes; r1 hits 1, 2 and gets 6, 7
 step      # r1 decodes p and finishes
-request r2: A B C D E F G H I J K L a b c d e f g h i j q r s t u v w
+request r2: A B C D E F G H I J K L a b c d e f g h i j q r s t u v w | output=x
 run       # r2 hits 1, 2, 3 and needs 5 new blocks
 """
 
 SHARED_SYSTEM_PROMPT = """\
 # Shared system prompt
-# Four chats start with the same 8-token system prompt. The first computes it; every later
-# request hits its two blocks, and the ref counts show how many requests share them.
+# Four chats start with the same 9-token system prompt. The first computes it; every later
+# request hits its two full blocks (8 tokens; the ninth shares a block with the question),
+# and the ref counts show how many requests share them.
 blocks 17
 block_size 4
 request u1: You are a kind tutor . Be brief . What is a cache ? | output=a fast store
@@ -55,7 +56,7 @@ run
 """
 
 EVICTION_PRESSURE = """\
-# Eviction pressure with a small pool
+# A small pool: which cached document survives?
 # Eight usable blocks and three documents of two blocks each that take turns. Watch the free
 # queue: freed blocks join the tail, new allocations pop the head, and a cached block is
 # evicted only when it reaches the head. doc1 comes back after doc2 and doc3: is it still
@@ -84,19 +85,21 @@ PREEMPTION = """\
 # it comes back it re-hits whatever of its blocks survived.
 blocks 7
 block_size 4
-request r0: one two three four five six seven eight | max_tokens=8
-request r1: uno dos tres cuatro cinco seis siete ocho | max_tokens=8
+request r0: one two three four five six seven eight | output=a b c d e f g h
+request r1: uno dos tres cuatro cinco seis siete ocho | output=i j k l m n o p
 run
 """
 
 #: key -> scenario text, in the order the lab lists them.
 BUILTIN_SCENARIOS: dict[str, str] = {
+    "eviction-pressure": EVICTION_PRESSURE,  # first: it evicts under the default rule, so every lab control has work
     "design-doc": DESIGN_DOC_EXAMPLE,
     "shared-system-prompt": SHARED_SYSTEM_PROMPT,
     "divergence": DIVERGENCE,
-    "eviction-pressure": EVICTION_PRESSURE,
     "preemption": PREEMPTION,
 }
+#: The scenario the lab opens on.
+DEFAULT_SCENARIO = "eviction-pressure"
 
 
 def builtin_scenario(key: str) -> Scenario:

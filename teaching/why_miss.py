@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from teaching.describe import describe_extra_keys
 from teaching.prefix_probe import ProbeResult, RequestSpec
 
 
@@ -77,8 +78,25 @@ def _miss_cause(result: ProbeResult, block: int) -> str:
     r1_keys = result.cached.blocks[block].extra_keys
     r2_keys = result.probe.blocks[block].extra_keys
     if r1_keys != r2_keys:
-        return f"block {block} has different extra keys ({r1_keys} vs {r2_keys})"
+        return f"block {block} has different extra keys ({describe_extra_keys(r1_keys)} vs {describe_extra_keys(r2_keys)})"
     return f"block {block}'s hash is not in the hash table"
+
+
+def _last_token_cause(result: ProbeResult, cap: int, n: int) -> str:
+    """The lookup stopped before block ``cap`` because it holds r2's last token.
+
+    When that block also differs from r1, say so: calling it a match would contradict the
+    table of differences shown under the verdict.
+    """
+    last = f"block {cap} holds r2's last token (token {n - 1}), which is always recomputed to get the next token's logits"
+    diff = result.first_diff_token
+    bs = result.block_size
+    if diff is not None and diff < result.cached.num_tokens and diff // bs == cap:
+        before = "block 0 matches" if cap == 1 else f"blocks 0-{cap - 1} match"
+        return (f"{before}; the lookup stops there because {last}. "
+                f"Block {cap} also differs at token {diff} ({_token(result, 'r1', diff)} vs "
+                f"{_token(result, 'r2', diff)}), so it could not have hit anyway")
+    return f"every full block matches, but {last}"
 
 
 def explain(result: ProbeResult) -> MissExplanation:
@@ -91,10 +109,7 @@ def explain(result: ProbeResult) -> MissExplanation:
     if lookup.stop_reason == "miss" and lookup.first_miss_block_index is not None:
         cause = _miss_cause(result, lookup.first_miss_block_index)
     elif lookup.stop_reason == "the last token is always recomputed":
-        cause = (
-            f"every full block matches, but block {cap} holds r2's last token (token {n - 1}), "
-            "which is always recomputed to get the next token's logits"
-        )
+        cause = _last_token_cause(result, cap, n)
     elif lookup.stop_reason == "the partial tail block is never cached":
         tail = "the last token sits" if n % bs == 1 else f"the last {n % bs} tokens sit"
         cause = f"every full block hit; {tail} in a partial block, which is never cached"

@@ -11,18 +11,19 @@ import streamlit as st
 
 from engine.kv_cache import FREE_POLICIES
 from teaching.lab import LabRuns, build_runs
-from teaching.scenario_library import BUILTIN_SCENARIOS
+from teaching.limits import parse_whole_number
+from teaching.scenario_library import BUILTIN_SCENARIOS, DEFAULT_SCENARIO
+from teaching.share import ScenarioStore, text_from_params, url_params
 from ui.settings import HASH_ALGOS, LabSettings
 
 CUSTOM = "custom"
 LAB_DEFAULTS: dict[str, object] = {
-    "lab_source": "design-doc",
+    "lab_source": DEFAULT_SCENARIO,
     "custom_text": "",
     "lab_pos": 0,
     "lab_compare": False,
     "lab_predict": False,
-    "lab_playing": False,
-    "lab_speed": 2.0,
+    "lab_projector": False,
     "lab_block": None,
     "lab_hash": None,
     "lab_q": None,
@@ -52,13 +53,31 @@ def get_runs(text: str, settings: LabSettings) -> LabRuns:
     return cache[key]
 
 
+def take_player_value(num_events: int) -> None:
+    """Adopt the step (and selected block) the browser player sent when its playback came to rest.
+
+    Each value carries a nonce, so a value is applied once, not on every later rerun.
+    """
+    value = st.session_state.get("lab_player")
+    if not isinstance(value, dict) or value.get("nonce") == st.session_state.get("_lab_player_nonce"):
+        return
+    st.session_state["_lab_player_nonce"] = value.get("nonce")
+    step = value.get("step")
+    if isinstance(step, int) and 0 <= step <= num_events:
+        st.session_state["lab_pos"] = step
+    block = value.get("block")
+    st.session_state["lab_block"] = block if isinstance(block, int) and block >= 0 else None
+
+
 # -- URL -------------------------------------------------------------------------------------------------
+@st.cache_resource(show_spinner=False)
+def shared_scenarios() -> ScenarioStore:
+    """Scenarios too long for a URL, by short id, for every session of this server."""
+    return ScenarioStore()
+
+
 def _int(value: str | None, lo: int, hi: int) -> int | None:
-    try:
-        number = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if lo <= number <= hi else None
+    return parse_whole_number(value, lo, hi)
 
 
 def restore_from_url() -> None:
@@ -71,10 +90,12 @@ def restore_from_url() -> None:
     source = q.get("scenario")
     if source in BUILTIN_SCENARIOS:
         st.session_state["lab_source"] = source
-    elif source == CUSTOM and q.get("text"):
-        st.session_state["custom_text"] = q["text"]
-        st.session_state["editor_text"] = q["text"]
-        st.session_state["lab_source"] = CUSTOM
+    elif source == CUSTOM:
+        text = text_from_params({k: q.get(k) or "" for k in ("sid", "z", "text")}, shared_scenarios())
+        if text:
+            st.session_state["custom_text"] = text
+            st.session_state["editor_text"] = text
+            st.session_state["lab_source"] = CUSTOM
     step = _int(q.get("step"), 0, 10**7)
     if step is not None:
         st.session_state["lab_pos"] = step
@@ -89,6 +110,7 @@ def restore_from_url() -> None:
     if num_blocks is not None:
         st.session_state["cfg_num_blocks"] = num_blocks
     st.session_state["lab_compare"] = q.get("compare") == "1"
+    st.session_state["lab_projector"] = q.get("projector") == "1"
     st.session_state["lab_block"] = _int(q.get("block"), 0, 255)
 
 
@@ -97,7 +119,7 @@ def write_url(settings: LabSettings) -> None:
     s = st.session_state
     params: dict[str, str] = {"scenario": s["lab_source"], "step": str(s["lab_pos"]), "policy": settings.free_policy}
     if s["lab_source"] == CUSTOM:
-        params["text"] = s["custom_text"]
+        params.update(url_params(s["custom_text"], shared_scenarios()))
     if settings.hash_algo != "sha256":
         params["algo"] = settings.hash_algo
     if settings.block_size:
@@ -106,6 +128,8 @@ def write_url(settings: LabSettings) -> None:
         params["blocks"] = str(settings.num_blocks)
     if s["lab_compare"]:
         params["compare"] = "1"
+    if s["lab_projector"]:
+        params["projector"] = "1"
     if s["lab_block"] is not None:
         params["block"] = str(s["lab_block"])
     if dict(st.query_params) != params:

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 import plotly.graph_objects as go
 
 from engine.timeline import CacheSnapshot
-from viz.blocks import TILE, as_id_set, text_color, tile_labels
-from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
+from viz.blocks import TILE, as_id_set, tile_labels, tile_line
+from viz.theme import STATE_COLORS, STATE_GLYPHS, base_layout, state_tag, text_color
 
 LABEL_WIDTH = 2.2  # grid units left of the tiles for "r0 (running)"
 
@@ -30,6 +30,7 @@ def block_tables_figure(
     hits: Mapping[str, set[int]] | None = None,
     min_columns: int = 8,
     title: str | None = "Block tables (logical → physical)",
+    touched: Iterable[int] = (),
 ) -> go.Figure:
     """One row per live request. ``hits`` (from :func:`engine.timeline.hit_blocks`) marks cache
     hits; tile shapes are named ``table-<request>-<index>``; the trace ``customdata`` is
@@ -48,20 +49,19 @@ def block_tables_figure(
         )
         for index, block_id in enumerate(blocks):
             state = table_block_state(snapshot, request_id, block_id, hits)
-            is_selected = block_id in selected
             shapes.append(
                 dict(
                     type="rect", name=f"table-{request_id}-{index}", x0=index, x1=index + TILE, y0=row, y1=row + TILE,
                     fillcolor=STATE_COLORS[state], layer="below",
-                    line=dict(color=STATE_COLORS["highlight"] if is_selected else "#90a4ae", width=5 if is_selected else 1),
+                    line=tile_line(block_id, selected, set(touched)),
                 )
             )
             xs.append(index + TILE / 2)
             ys.append(row + TILE / 2)
-            texts.append(f"<b>{block_id}</b>")
+            texts.append(f"<b>{block_id}</b>{STATE_GLYPHS[state]}")
             shared = snapshot.ref_cnt[block_id]
             hovers.append(
-                f"{request_id}, logical block {index} → physical block {block_id}<br>{STATE_LABELS[state]}"
+                f"{request_id}, logical block {index} → physical block {block_id}<br>{state_tag(state)}"
                 + (f"<br>shared by {shared} requests" if shared > 1 else "")
             )
             custom.append([request_id, index, block_id, state])

@@ -13,9 +13,18 @@ import plotly.graph_objects as go
 
 from engine.timeline import CacheSnapshot
 from teaching.describe import TokenText, tokens_label
-from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
+from viz.theme import (
+    OUTLINES,
+    PLAIN_OUTLINE,
+    STATE_COLORS,
+    STATE_GLYPHS,
+    base_layout,
+    plain_text,
+    short_hash,
+    state_tag,
+    text_color,
+)
 
-DARK_FILLS = {"null", "in_use", "hit", "computed", "evicted"}
 TILE = 0.9  # tile width/height in grid units (the rest is the gap)
 ROW_PITCH = 1.2  # rows leave room for the "next" label
 
@@ -27,10 +36,6 @@ def block_state(snapshot: CacheSnapshot, block_id: int) -> str:
     if snapshot.ref_cnt[block_id] > 0:
         return "in_use"
     return "cached_free" if snapshot.block_hash[block_id] is not None else "free"
-
-
-def text_color(state: str) -> str:
-    return "white" if state in DARK_FILLS else "#212121"
 
 
 COMPACT_ABOVE = 48  # larger pools get small tiles: the id only
@@ -45,8 +50,13 @@ def grid_shape(num_blocks: int, columns: int | None = None) -> tuple[int, int]:
     return math.ceil(num_blocks / columns), columns
 
 
-def _short(block_hash: bytes | None, n: int = 6) -> str:
-    return "no hash" if block_hash is None else block_hash.hex()[:n]
+def tile_line(block_id: int, selected: set[int], touched: set[int]) -> dict[str, object]:
+    """A tile's border: the selection outline, else the touched-by-this-step outline, else plain."""
+    for key, ids in (("selected", selected), ("touched", touched)):
+        if block_id in ids:
+            outline = OUTLINES[key]
+            return dict(color=outline.color, width=outline.width, dash=outline.dash)
+    return dict(color=PLAIN_OUTLINE, width=1)
 
 
 def as_id_set(highlight: int | Iterable[int] | None) -> set[int]:
@@ -81,14 +91,17 @@ def block_grid(
     token_text: TokenText | None = None,
     columns: int | None = None,
     title: str | None = "Physical KV blocks",
+    touched: Iterable[int] = (),
 ) -> go.Figure:
-    """Every physical block as a tile. ``highlight``: block id(s) outlined in the selection colour.
+    """Every physical block as a tile. ``highlight``: block id(s) selected (dashed outline);
+    ``touched``: block ids the current step touched (solid outline).
 
     ``contents`` (hash -> tokens, from :func:`engine.timeline.block_contents`) adds the tokens to
     the hover text. Tiles are layout shapes named ``block-<id>``; one scatter trace carries
     the labels, the hover text and ``customdata = [block_id, state]`` for click selection.
     """
     selected = as_id_set(highlight)
+    touched_ids = set(touched)
     rows, cols = grid_shape(snapshot.num_blocks, columns)
     compact = snapshot.num_blocks > COMPACT_ABOVE
     victim = snapshot.next_victim
@@ -98,26 +111,25 @@ def block_grid(
         state = block_state(snapshot, block_id)
         block_hash = snapshot.block_hash[block_id]
         owners = snapshot.owners(block_id)
-        is_selected = block_id in selected
         shapes.append(
             dict(
                 type="rect", name=f"block-{block_id}", x0=col, x1=col + TILE, y0=row * ROW_PITCH,
                 y1=row * ROW_PITCH + TILE,
                 fillcolor=STATE_COLORS[state], layer="below",
-                line=dict(color=STATE_COLORS["highlight"] if is_selected else "#90a4ae", width=5 if is_selected else 1),
+                line=tile_line(block_id, selected, touched_ids),
             )
         )
         if block_id == 0:
-            label = "<b>0</b><br>null"
+            label = f"<b>0</b><br>{STATE_GLYPHS['null']}"
         elif compact:  # tiles too small for more: ref count, hash and owners are on hover
-            label = f"<b>{block_id}</b>"
+            label = f"<b>{block_id}</b> {STATE_GLYPHS[state]}"
         else:
-            lines = [f"<b>{block_id}</b>", f"ref {snapshot.ref_cnt[block_id]}", _short(block_hash)]
+            lines = [f"<b>{block_id}</b> {STATE_GLYPHS[state]}", f"ref {snapshot.ref_cnt[block_id]}", short_hash(block_hash)]
             if owners:
                 lines.append(", ".join(owners) if len(owners) <= 2 else f"{owners[0]} +{len(owners) - 1}")
             label = "<br>".join(lines)
-        tokens = tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text)
-        hover = [f"<b>block {block_id}</b> — {STATE_LABELS[state]}"]
+        tokens = plain_text(tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text))
+        hover = [f"<b>block {block_id}</b> — {state_tag(state)}"]
         if block_id == 0:
             hover.append("reserved placeholder, never allocated")
         else:
@@ -141,7 +153,7 @@ def block_grid(
         row, col = divmod(victim, cols)
         annotations.append(
             dict(x=col + TILE / 2, y=row * ROW_PITCH, yshift=1, text="next ▼", showarrow=False, yanchor="bottom",
-                 font=dict(size=11, color=STATE_COLORS["evicted"]))
+                 font=dict(size=14, color="#111111"))
         )
     fig.update_layout(
         **base_layout(

@@ -13,24 +13,20 @@ from plotly.subplots import make_subplots
 
 from teaching.compare import PolicyResult
 from teaching.ttft import TtftSample
-from viz.theme import STATE_COLORS, base_layout
+from teaching.ttft import speedup as ttft_speedup
+from viz.theme import SERIES_COLORS, base_layout
 
-#: One colour per setting: caching off is grey (nothing reused), the two free rules use the
-#: palette's two "cached" colours (in use, and free-but-still-cached).
-SETTING_COLORS: dict[str, str] = {
-    "off": STATE_COLORS["partial"],
-    "vllm": STATE_COLORS["hit"],
-    "classic": STATE_COLORS["cached_free"],
-}
-TTFT_COLORS: dict[bool, str] = {False: STATE_COLORS["partial"], True: STATE_COLORS["hit"]}
+#: One colour per setting, from the theme's series colours (never a block state's colour).
+SETTING_COLORS: dict[str, str] = SERIES_COLORS
+TTFT_COLORS: dict[bool, str] = {False: SERIES_COLORS["off"], True: SERIES_COLORS["vllm"]}
 
 
 def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same workload, three cache settings") -> go.Figure:
     """Two bar panels: token hit rate (%) and prefill tokens computed, one bar per setting."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.2,
                         subplot_titles=("Prompt tokens served from the cache", "Prefill tokens computed"))
     labels = [r.label for r in results]
-    colors = [SETTING_COLORS.get(r.key, STATE_COLORS["computed"]) for r in results]
+    colors = [SETTING_COLORS.get(r.key, SERIES_COLORS["off"]) for r in results]
     fig.add_trace(go.Bar(
         name="hit rate", x=labels, y=[100 * r.hit_rate for r in results], marker_color=colors,
         text=[f"{100 * r.hit_rate:.0f}%" for r in results], textposition="outside", cliponaxis=False,
@@ -45,8 +41,8 @@ def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same wor
     ), row=1, col=2)
     top_rate = max([100 * r.hit_rate for r in results] + [10])
     top_tokens = max([r.prefill_computed for r in results] + [1])
-    fig.update_yaxes(title_text="% of prompt tokens", range=[0, min(100, top_rate * 1.25) if top_rate < 80 else 110], row=1, col=1)
-    fig.update_yaxes(title_text="tokens", range=[0, top_tokens * 1.2], row=1, col=2)
+    fig.update_yaxes(ticksuffix="%", range=[0, min(100, top_rate * 1.25) if top_rate < 80 else 110], row=1, col=1)
+    fig.update_yaxes(range=[0, top_tokens * 1.2], row=1, col=2)
     fig.update_yaxes(gridcolor="#eceff1", automargin=True)
     fig.update_xaxes(automargin=True)
     fig.update_layout(**base_layout(
@@ -57,7 +53,7 @@ def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same wor
 
 
 def ttft_figure(samples: Sequence[TtftSample], title: str | None = "Time to first token on the real model") -> go.Figure:
-    """Grouped bars per request: caching off (grey) next to caching on (green), in milliseconds."""
+    """Grouped bars per request: caching off (grey) next to caching on (green), median ms with the rounds' spread."""
     fig = go.Figure()
     for caching in (False, True):
         rows = [s for s in samples if s.caching == caching]
@@ -66,10 +62,16 @@ def ttft_figure(samples: Sequence[TtftSample], title: str | None = "Time to firs
             x=[f"request {s.request}" for s in rows], y=[1000 * s.ttft_s for s in rows],
             marker_color=TTFT_COLORS[caching],
             text=[f"{1000 * s.ttft_s:.0f} ms" for s in rows], textposition="outside", cliponaxis=False,
-            customdata=[[s.cached_tokens, s.prompt_tokens] for s in rows],
-            hovertemplate="%{x}: %{y:.0f} ms, %{customdata[0]} of %{customdata[1]} prompt tokens cached<extra></extra>",
+            # The spread of the rounds: a whisker from the fastest to the slowest reading.
+            error_y=dict(type="data", symmetric=False, color="#37474f", thickness=1.5, width=6,
+                         array=[1000 * (s.high_s - s.ttft_s) for s in rows],
+                         arrayminus=[1000 * (s.ttft_s - s.low_s) for s in rows]),
+            customdata=[[s.cached_tokens, s.prompt_tokens, 1000 * s.low_s, 1000 * s.high_s, len(s.runs_s) or 1]
+                        for s in rows],
+            hovertemplate=("%{x}: median %{y:.0f} ms (%{customdata[2]:.0f}-%{customdata[3]:.0f} ms over "
+                           "%{customdata[4]} rounds), %{customdata[0]} of %{customdata[1]} prompt tokens cached<extra></extra>"),
         ))
-    top = max([1000 * s.ttft_s for s in samples] + [1])
+    top = max([1000 * s.high_s for s in samples] + [1])
     fig.update_yaxes(title_text="TTFT (ms)", range=[0, top * 1.2], gridcolor="#eceff1", automargin=True)
     fig.update_xaxes(automargin=True)
     fig.update_layout(**base_layout(
@@ -81,10 +83,6 @@ def ttft_figure(samples: Sequence[TtftSample], title: str | None = "Time to firs
 
 
 def speedup(samples: Sequence[TtftSample]) -> float | None:
-    """Mean TTFT with caching off / with caching on, over the requests after the first (which cannot hit)."""
-    later = [s for s in samples if s.request > 1]
-    off = [s.ttft_s for s in later if not s.caching]
-    on = [s.ttft_s for s in later if s.caching]
-    if not off or not on or sum(on) == 0:
-        return None
-    return (sum(off) / len(off)) / (sum(on) / len(on))
+    """The median round's TTFT ratio, caching off / on (see :func:`teaching.ttft.speedup`)."""
+    result = ttft_speedup(samples)
+    return None if result is None else result.median

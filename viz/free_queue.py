@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 
 from engine.timeline import CacheSnapshot
 from teaching.describe import TokenText, tokens_label
-from viz.blocks import as_id_set, text_color, tile_labels
-from viz.theme import STATE_COLORS, base_layout
+from viz.blocks import as_id_set, tile_labels, tile_line
+from viz.theme import STATE_COLORS, STATE_GLYPHS, base_layout, plain_text, short_hash, text_color
 
 NODE_W = 0.68  # node width in grid units; the rest of each unit is the arrow
 
@@ -34,6 +34,7 @@ def free_queue_figure(
     token_text: TokenText | None = None,
     per_row: int = 10,
     title: str | None = "Free queue (head → tail)",
+    touched: Iterable[int] = (),
 ) -> go.Figure:
     """Nodes in head -> tail order, wrapped every ``per_row``; node trace ``customdata`` is
     ``[block_id, state, position]``. The head is labelled "next reused", the first cached
@@ -49,19 +50,18 @@ def free_queue_figure(
         row, col = divmod(pos, per_row)
         block_hash = snapshot.block_hash[block_id]
         state = "cached_free" if block_hash is not None else "free"
-        is_selected = block_id in selected
         x0, y0 = col + 0.5, row * 1.6
         shapes.append(
             dict(
                 type="rect", name=f"node-{block_id}", x0=x0, x1=x0 + NODE_W, y0=y0, y1=y0 + 0.8,
                 fillcolor=STATE_COLORS[state], layer="below",
-                line=dict(color=STATE_COLORS["highlight"] if is_selected else "#607d8b", width=5 if is_selected else 1.5),
+                line=tile_line(block_id, selected, set(touched)),
             )
         )
         xs.append(x0 + NODE_W / 2)
         ys.append(y0 + 0.4)
-        texts.append(f"<b>{block_id}</b><br>{block_hash.hex()[:4] if block_hash else '—'}")
-        tokens = tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text)
+        texts.append(f"<b>{block_id}</b> {STATE_GLYPHS[state]}<br>{short_hash(block_hash)}")
+        tokens = plain_text(tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text))
         if block_hash is None:
             detail = "no hash: nothing is lost when it is reused"
         else:
@@ -97,7 +97,7 @@ def free_queue_figure(
                 dict(x=col + 0.5 + NODE_W / 2, y=row * 1.6 + (0 if above else 0.8),
                      text=f"{label} ▼" if above else f"▲ {label}", showarrow=False,
                      yanchor="bottom" if above else "top", yshift=2 if above else -2,
-                     font=dict(size=11, color=STATE_COLORS["evicted"]))
+                     font=dict(size=14, color="#111111"))
             )
     else:
         annotations.append(

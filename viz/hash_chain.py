@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
-from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
+from teaching.describe import describe_extra_keys
+from viz.theme import OUTLINES, STATE_COLORS, STATE_LABELS, base_layout, plain_text, short_hash
 
 if TYPE_CHECKING:
     from teaching.prefix_probe import BlockTrace
@@ -35,13 +36,14 @@ PENDING_LINE = "#9e9e9e"
 TEXT_DARK = "#212121"
 
 
-def short(block_hash: bytes | None, n: int = 8) -> str:
-    return "-" if block_hash is None else block_hash.hex()[:n]
+def short(block_hash: bytes | None) -> str:
+    """The one short form of a hash (:func:`viz.theme.short_hash`)."""
+    return short_hash(block_hash)
 
 
 def _tokens_line(tokens: Sequence[str]) -> str:
     line = " ".join(tokens)
-    return line if len(line) <= MAX_TOKEN_LINE else line[: MAX_TOKEN_LINE - 1] + "…"
+    return plain_text(line if len(line) <= MAX_TOKEN_LINE else line[: MAX_TOKEN_LINE - 1] + "…")
 
 
 def _extra_short(extra_keys: tuple | None) -> str:
@@ -56,7 +58,7 @@ def _extra_short(extra_keys: tuple | None) -> str:
             parts.append(f"salt {key[1]}")
         else:
             parts.append(str(key[0]))
-    return " · ".join(parts)
+    return plain_text(" · ".join(parts))
 
 
 def _box_text(block: BlockTrace) -> str:
@@ -68,12 +70,12 @@ def _box_text(block: BlockTrace) -> str:
 
 
 def _hover(block: BlockTrace, who: str) -> str:
-    head = f"{who} block {block.index}: tokens {block.start}-{block.end - 1}<br>{' '.join(block.tokens_text)}"
+    head = f"{who} block {block.index}: tokens {block.start}-{block.end - 1}<br>{plain_text(' '.join(block.tokens_text))}"
     if not block.is_full:
         return head + "<br>partial block: never hashed, so never cached"
     return (
         f"{head}<br>parent: {block.parent_hash.hex() if block.parent_hash else '-'}"
-        f"<br>extra keys: {block.extra_keys}<br>hash: {block.block_hash.hex() if block.block_hash else '-'}"
+        f"<br>extra keys: {describe_extra_keys(block.extra_keys)}<br>hash: {block.block_hash.hex() if block.block_hash else '-'}"
     )
 
 
@@ -143,8 +145,8 @@ def _probe_frame(
             text_colors.append(TEXT_DARK if state == "partial" else "white")
             texts.append(_box_text(block))
             is_changed = block.index in changed
-            lines.append(STATE_COLORS["highlight"] if is_changed else TEXT_DARK)
-            widths.append(5 if is_changed else 1)
+            lines.append(OUTLINES["differs"].color if is_changed else TEXT_DARK)
+            widths.append(OUTLINES["differs"].width + 1 if is_changed else 1)
             lookups.append(lookup_text(block, num_hits))
         else:
             fills.append(PENDING_FILL)
@@ -224,7 +226,7 @@ def hash_chain_figure(
         (STATE_LABELS["hit"], STATE_COLORS["hit"], STATE_COLORS["hit"]),
         ("miss: computed", STATE_COLORS["computed"], STATE_COLORS["computed"]),
         (STATE_LABELS["partial"], STATE_COLORS["partial"], STATE_COLORS["partial"]),
-        ("hash differs from r1", "white", STATE_COLORS["highlight"]),
+        ("hash differs from r1 (thick outline)", "white", OUTLINES["differs"].color),
         ("not hashed yet", PENDING_FILL, PENDING_LINE),
     ]
     for name, fill, line in legend_items:

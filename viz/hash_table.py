@@ -14,7 +14,9 @@ import plotly.graph_objects as go
 from engine.timeline import CacheSnapshot
 from teaching.describe import TokenText, tokens_label
 from viz.blocks import as_id_set
-from viz.theme import STATE_COLORS, base_layout
+from viz.theme import OUTLINES, base_layout, plain_text, short_hash
+
+SELECTED_ROW = OUTLINES["selected"].color + "33"  # the selection colour, translucent
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ def hash_table_rows(
             continue
         rows.append(
             HashRow(
-                short_hash=block_hash.hex()[:8], full_hash=block_hash.hex(), block_ids=list(block_ids),
+                short_hash=short_hash(block_hash), full_hash=block_hash.hex(), block_ids=list(block_ids),
                 tokens=tokens_label(contents.get(block_hash) if contents else None, token_text),
                 duplicate=len(block_ids) > 1,
             )
@@ -69,17 +71,17 @@ def hash_table_figure(
     fills = []
     for row in rows:
         if selected & set(row.block_ids):
-            fills.append(STATE_COLORS["highlight"])
+            fills.append(SELECTED_ROW)
         elif row.duplicate:
             fills.append("#fff3e0")
         else:
             fills.append("white")
-    font_colors = ["white" if f == STATE_COLORS["highlight"] else "#212121" for f in fills]
+    font_colors = ["#212121" for f in fills]
     if not rows:
         cells = [["(empty)"], [""], ["no block is cached yet"]]
         fills, font_colors = ["white"], ["#616161"]
     else:
-        cells = [[r.short_hash for r in rows], [r.blocks_label for r in rows], [r.tokens for r in rows]]
+        cells = [[r.short_hash for r in rows], [r.blocks_label for r in rows], [plain_text(r.tokens) for r in rows]]
     fig = go.Figure(
         go.Table(
             columnwidth=[1.2, 1.6, 2.4],

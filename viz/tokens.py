@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 
 import plotly.graph_objects as go
 
-from viz.theme import STATE_COLORS, STATE_LABELS, base_layout
+from viz.theme import OUTLINES, STATE_COLORS, base_layout, plain_text, state_tag, text_color
 
 #: The states a block of a request can be in, in legend order.
 BLOCK_STATES = ("hit", "computed", "partial")
@@ -21,8 +21,8 @@ CELL_GAP = 0.08  # white space between tokens of one block (fraction of a cell)
 BLOCK_GAP = 0.45  # space between blocks, in cells
 ROW_HEIGHT = 1.9  # one row of blocks: label + cells + space
 MAX_TOKEN_CHARS = 8
+DENSE_ROW = 12  # more tokens than this in a row: cells get narrow on a 1024 px screen
 
-_TEXT_ON = {"hit": "white", "computed": "white", "partial": "#212121"}
 
 
 def _clip(text: str, limit: int = MAX_TOKEN_CHARS) -> str:
@@ -37,7 +37,7 @@ def _block_label(index: int, label: str | None, block_size: int, physical_id: in
     if block_size < 3:
         return (label or "")[:4] if label else "—"
     name = f"<b>block {index}</b>" + (f" → #{physical_id}" if physical_id is not None else "")
-    return f"{name} · {label}" if label else f"{name} · never hashed"
+    return f"{name} · {label}" if label else f"{name} · no hash yet"
 
 
 def num_blocks(num_tokens: int, block_size: int) -> int:
@@ -57,6 +57,7 @@ def token_blocks_figure(
     tokens_per_row: int = 12,
     physical_ids: Sequence[int | None] | None = None,
     max_token_chars: int | None = None,
+    mark: str = "differs",
 ) -> go.Figure:
     """Draw a request's tokens as blocks.
 
@@ -64,7 +65,7 @@ def token_blocks_figure(
         tokens_text: the text of each token, in order (words, or ids as strings).
         block_size: tokens per block; block ``i`` holds tokens ``[i*bs, (i+1)*bs)``.
         states: one of ``"hit"``, ``"computed"``, ``"partial"`` per block.
-        hash_labels: a short label per block, drawn above it (``None``: "never hashed").
+        hash_labels: a short label per block, drawn above it (``None``: "no hash yet").
         hover_hashes: the full hash per block, shown on hover.
         marked_tokens: token positions to outline (e.g. the first token that differs).
         title: figure title.
@@ -87,6 +88,9 @@ def token_blocks_figure(
     hovers = list(hover_hashes) if hover_hashes is not None else labels
     physical = list(physical_ids) if physical_ids is not None else [None] * n_blocks
     clip_at = max_token_chars or (6 if block_size <= 2 else MAX_TOKEN_CHARS)
+    dense = tokens_per_row > DENSE_ROW  # narrow cells: shorter, smaller token text so neighbours never overlap
+    if dense:
+        clip_at = min(clip_at, 4)
 
     blocks_per_row = max(1, tokens_per_row // block_size)
     row_width = blocks_per_row * block_size + (blocks_per_row - 1) * BLOCK_GAP
@@ -107,8 +111,8 @@ def token_blocks_figure(
             dict(
                 type="rect", layer="below", x0=x + CELL_GAP / 2, x1=x + 1 - CELL_GAP / 2, y0=y - 0.5, y1=y + 0.5,
                 fillcolor=STATE_COLORS[states[block]],
-                line=dict(color=STATE_COLORS["highlight"] if marked else STATE_COLORS[states[block]],
-                          width=4 if marked else 1),
+                line=dict(color=OUTLINES[mark].color, width=OUTLINES[mark].width, dash=OUTLINES[mark].dash)
+                if marked else dict(color=STATE_COLORS[states[block]], width=1),
             )
         )
     for block in range(n_blocks):
@@ -127,9 +131,10 @@ def token_blocks_figure(
             x=[cell_x(p) + 0.5 for p in range(len(tokens_text))],
             y=[row_y(p // block_size) for p in range(len(tokens_text))],
             mode="text",
-            text=[_clip(t, clip_at) for t in tokens_text],
-            textfont=dict(color=[_TEXT_ON[states[p // block_size]] for p in range(len(tokens_text))]),
-            hovertext=[f"token {p}: {t!r} (block {p // block_size})" for p, t in enumerate(tokens_text)],
+            text=[plain_text(_clip(t, clip_at)) for t in tokens_text],
+            textfont=dict(color=[text_color(states[p // block_size]) for p in range(len(tokens_text))],
+                          size=11 if dense else None),
+            hovertext=[plain_text(f"token {p}: {t!r} (block {p // block_size})") for p, t in enumerate(tokens_text)],
             hoverinfo="text",
             showlegend=False,
         )
@@ -145,7 +150,7 @@ def token_blocks_figure(
             hovertext=[
                 f"block {b}: tokens {b * block_size}-{min(len(tokens_text), (b + 1) * block_size) - 1}<br>"
                 + (f"physical KV block #{physical[b]}<br>" if physical[b] is not None else "")
-                + (f"hash {hovers[b]}" if hovers[b] else "partial: never hashed, never cached")
+                + (f"hash {hovers[b]}" if hovers[b] else "not full yet: no hash, so not cached")
                 for b in range(n_blocks)
             ],
             hoverinfo="text",
@@ -155,7 +160,7 @@ def token_blocks_figure(
     for state in BLOCK_STATES:  # legend entries, in a fixed order on every figure
         fig.add_trace(
             go.Scatter(
-                name=STATE_LABELS[state], x=[None], y=[None], mode="markers",
+                name=state_tag(state), x=[None], y=[None], mode="markers",
                 marker=dict(symbol="square", size=16, color=STATE_COLORS[state]),
                 showlegend=True, hoverinfo="skip",
             )

@@ -9,8 +9,8 @@ The three rules a student should take away live here:
   queue; its place in the LRU order is decided when it is freed again.
 * **Free order decides eviction order** (:meth:`free_blocks`): in ``vllm`` mode (vLLM
   >= 0.24) blocks without a hash go to the *head* (they can never be hit, so reuse them
-  first) and hashed blocks to the *tail*; in ``classic`` mode (vLLM <= 0.23) every block
-  goes to the tail.
+  first; with caching off that is every block) and hashed blocks to the *tail*; in
+  ``classic`` mode (vLLM <= 0.23) every block goes to the tail.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from engine.hashing import BlockHash
 from engine.kv_cache.block import KVCacheBlock
 from engine.kv_cache.free_queue import FreeKVCacheBlockQueue
 from engine.kv_cache.hash_map import BlockHashToBlockMap
-
-FREE_POLICIES = ("vllm", "classic")
+from engine.vllm_versions import FREE_POLICIES
 
 
 class BlockPool:
@@ -61,14 +60,24 @@ class BlockPool:
         """Pop ``num_blocks`` from the head of the free queue, evicting their cached contents."""
         if num_blocks > self.get_num_free_blocks():
             raise ValueError(f"cannot get {num_blocks} blocks, only {self.get_num_free_blocks()} are free")
-        blocks = self.free_block_queue.popleft_n(num_blocks)
+        blocks = self._take_free_blocks(num_blocks, request_id)
+        # Log in the order things happen: the blocks leave the free queue for the request,
+        # then each one that still held a cached prefix loses it.
+        if blocks:
+            self.events.emit(BlocksAllocated(request_id or "", [b.block_id for b in blocks]))
         for block in blocks:
             self._maybe_evict_cached_block(block, request_id)
             assert block.ref_cnt == 0, f"free block {block.block_id} had ref_cnt {block.ref_cnt}"
             block.ref_cnt = 1
-        if blocks:
-            self.events.emit(BlocksAllocated(request_id or "", [b.block_id for b in blocks]))
         return blocks
+
+    def _take_free_blocks(self, num_blocks: int, request_id: str | None) -> list[KVCacheBlock]:
+        """Which free blocks to reuse: vLLM's rule is the head of the free queue.
+
+        The one place an eviction order is decided; a subclass may choose other victims
+        (the trace replay's radix-tree LRU and Belady's optimum do).
+        """
+        return self.free_block_queue.popleft_n(num_blocks)
 
     def _maybe_evict_cached_block(self, block: KVCacheBlock, request_id: str | None = None) -> bool:
         """Forget a reused block's old contents: out of the hash table, hash cleared."""
@@ -104,8 +113,13 @@ class BlockPool:
         *,
         request_id: str | None = None,
         lora_name: str | None = None,
+        lora_id: int | None = None,
+        extra_keys: list[tuple | None] | None = None,
     ) -> None:
         """Give blocks ``[num_cached_blocks, num_full_blocks)`` their hashes and insert them.
+
+        ``extra_keys`` (one entry per block of that range, as events publish them) and the
+        LoRA fields only travel into the ``BlockStored`` event.
 
         A block whose hash is already in the table is inserted as a duplicate: it cannot be
         swapped for the cached one, because the request's block table is append-only.
@@ -114,6 +128,7 @@ class BlockPool:
             return
         stored_ids: list[int] = []
         stored_hashes: list[BlockHash] = []
+        stored_keys: list[tuple | None] = []
         for index in range(num_cached_blocks, num_full_blocks):
             block = blocks[index]
             if block.is_null:
@@ -123,6 +138,7 @@ class BlockPool:
             self.cached_block_hash_to_block.insert(block.block_hash, block)
             stored_ids.append(block.block_id)
             stored_hashes.append(block.block_hash)
+            stored_keys.append(None if extra_keys is None else extra_keys[index - num_cached_blocks])
         if stored_ids:
             parent = block_hashes[num_cached_blocks - 1] if num_cached_blocks > 0 else None
             self.events.emit(
@@ -132,6 +148,8 @@ class BlockPool:
                     token_ids=list(token_ids[num_cached_blocks * block_size : num_full_blocks * block_size]),
                     block_size=block_size,
                     lora_name=lora_name,
+                    lora_id=lora_id,
+                    extra_keys=stored_keys,
                     block_ids=stored_ids,
                     request_id=request_id,
                 )
@@ -154,8 +172,8 @@ class BlockPool:
             block.ref_cnt -= 1
             if block.ref_cnt > 0:
                 continue
-            # With caching off every block is hashless; keep them in LRU order then.
-            if self.free_policy == "vllm" and self.enable_caching and block.block_hash is None:
+            # With caching off every block is hashless, so "vllm" sends them all to the head.
+            if self.free_policy == "vllm" and block.block_hash is None:
                 to_head.append(block)  # can never be hit: reuse it first
             else:
                 to_tail.append(block)  # may be hit later: evict it last

@@ -10,13 +10,16 @@ already in the hash table (``num_cached_block``). It answers three questions:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.errors import ConfigError, InvalidRequestError, RequestStateError, UnknownRequestError
 from engine.events import BlocksFreed, CacheLookup, Event, EventLog
-from engine.hashing import BlockHasher
+from engine.hashing import BlockHasher, event_extra_keys
 from engine.kv_cache.block import KVCacheBlock
 from engine.kv_cache.block_pool import BlockPool
 from engine.kv_cache.stats import PrefixCacheStats
 from engine.request import Request, RequestStatus
+from engine.vllm_versions import DEFAULT_VLLM_VERSION, STATS_AT_ADMISSION, STATS_AT_LOOKUP, version_for_free_policy
 
 
 def cdiv(a: int, b: int) -> int:
@@ -32,22 +35,31 @@ class KVCacheManager:
         enable_caching: bool = True,
         hash_algo: str = "sha256",
         hash_seed: str | None = None,
-        free_policy: str = "vllm",
+        vllm_version: str = DEFAULT_VLLM_VERSION,
+        free_policy: str | None = None,
         watermark: float = 0.0,
         enable_events: bool = True,
+        block_pool_cls: Callable[..., BlockPool] = BlockPool,
     ) -> None:
+        """``vllm_version`` picks every version-dependent rule (:mod:`engine.vllm_versions`);
+        ``free_policy`` is the older name of one of them ("classic" is what 0.23 does)."""
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ConfigError(f"block_size must be an integer >= 1, got {block_size!r}.")
         if not 0.0 <= watermark < 1.0:
             raise ConfigError(f"watermark must be in [0, 1), got {watermark!r}.")
-        self.hasher = BlockHasher(hash_algo, hash_seed)  # validates the algorithm first
+        if free_policy is not None:
+            vllm_version = version_for_free_policy(free_policy, vllm_version).name
+        self.hasher = BlockHasher(hash_algo, hash_seed, vllm_version)  # validates algorithm and version
+        self.version = self.hasher.version
         self.events = EventLog(enabled=enable_events)
-        self.block_pool = BlockPool(num_blocks, enable_caching, free_policy, self.events)
+        # A BlockPool subclass may decide eviction differently (see BlockPool._take_free_blocks).
+        self.block_pool = block_pool_cls(num_blocks, enable_caching, self.version.free_policy, self.events)
         self.block_size = block_size
         self.num_blocks = num_blocks
         self.enable_caching = enable_caching
         self.watermark = watermark
-        self.watermark_blocks = int(watermark * (num_blocks - 1))
+        # vLLM counts the null block too; versions without a watermark reserve nothing.
+        self.watermark_blocks = int(watermark * num_blocks) if self.version.watermark else 0
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         self.num_cached_block: dict[str, int] = {}
         self.prefix_cache_stats = PrefixCacheStats()
@@ -79,7 +91,7 @@ class KVCacheManager:
         self._attach(request)
         num_full_blocks = len(request.block_hashes)
         max_hit_blocks = (request.num_tokens - 1) // self.block_size
-        if not self.enable_caching or request.skip_reading_prefix_cache:
+        if not self.prefix_cache_lookup_enabled(request):
             reason = "caching is off" if not self.enable_caching else "request asks for prompt logprobs"
             self.events.emit(CacheLookup(request.request_id, [], 0, num_full_blocks, max_hit_blocks, None, reason))
             return [], 0
@@ -107,7 +119,18 @@ class KVCacheManager:
                 num_full_blocks, max_hit_blocks, first_miss, stop_reason,
             )
         )
+        if self.version.stats_counted_at == STATS_AT_LOOKUP:
+            self.record_prefix_cache_stats(request, len(hits) * self.block_size)
         return hits, len(hits) * self.block_size
+
+    def prefix_cache_lookup_enabled(self, request: Request) -> bool:
+        """Prompt-logprob requests never read the cache (they need logits for every prompt token)."""
+        return self.enable_caching and not request.skip_reading_prefix_cache
+
+    def record_prefix_cache_stats(self, request: Request, num_hits: int) -> None:
+        """Count one lookup, unless the request could not look the cache up at all."""
+        if self.prefix_cache_lookup_enabled(request):
+            self.prefix_cache_stats.record(request.num_tokens, num_hits, request.num_preemptions > 0)
 
     # -- allocation -------------------------------------------------------------------------------
     def allocate_slots(
@@ -116,12 +139,16 @@ class KVCacheManager:
         num_new_tokens: int,
         num_new_computed_tokens: int = 0,
         new_computed_blocks: list[KVCacheBlock] | None = None,
+        *,
+        has_scheduled_reqs: bool = True,
     ) -> list[KVCacheBlock] | None:
         """Make room for ``num_new_tokens`` more tokens of ``request``.
 
         ``new_computed_blocks`` / ``num_new_computed_tokens`` are the hits from
         :meth:`get_computed_blocks` (first admission only). Returns the newly allocated
         blocks, or ``None`` with nothing changed when the pool cannot fit them.
+        The watermark holds back blocks from a waiting or preempted request only while
+        ``has_scheduled_reqs`` (some request already runs): an idle engine lends out all.
         """
         if request.is_finished:
             raise RequestStateError(f"Request {request.request_id!r} is finished; it cannot get new blocks.")
@@ -143,13 +170,15 @@ class KVCacheManager:
         # Hit blocks sitting in the free queue stop being free once touched.
         num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0 and not b.is_null)
         available = self.block_pool.get_num_free_blocks() - num_evictable_hits
-        reserve = self.watermark_blocks if request.status != RequestStatus.RUNNING else 0
+        admitting = request.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+        reserve = self.watermark_blocks if has_scheduled_reqs and admitting else 0
         if num_blocks_to_allocate > available - reserve:
             return None
 
         is_new = request_id not in self.req_to_blocks
         if is_new:
-            self.prefix_cache_stats.record(request.num_tokens, num_new_computed_tokens, request.num_preemptions > 0)
+            if self.version.stats_counted_at == STATS_AT_ADMISSION:
+                self.record_prefix_cache_stats(request, num_new_computed_tokens)
             self.req_to_blocks[request_id] = req_blocks
             self.num_cached_block[request_id] = 0
         if new_computed_blocks:
@@ -172,9 +201,16 @@ class KVCacheManager:
         num_full = min(num_tokens // self.block_size, len(request.block_hashes))
         if num_full <= num_cached:
             return
+        keys = [
+            event_extra_keys(
+                self.hasher.extra_keys(i, lora_name=request.lora_name, lora_path=request.lora_path, cache_salt=request.cache_salt)
+            )
+            for i in range(num_cached, num_full)
+        ]
         self.block_pool.cache_full_blocks(
             self.req_to_blocks[request_id], request.block_hashes, num_cached, num_full,
             self.block_size, request.all_token_ids, request_id=request_id, lora_name=request.lora_name,
+            lora_id=request.lora_id, extra_keys=keys,
         )
         self.num_cached_block[request_id] = num_full
 

@@ -8,7 +8,8 @@ Module map (read in this order):
 * ``layers``      RMSNorm, RoPE, activations
 * ``llama`` / ``gpt2``  the forward pass of each supported family
 * ``sampler``     greedy / temperature / top-k / top-p with per-request RNGs
-* ``runner``      ``ModelBackend``: one forward pass per engine step
+* ``weights``     ``ModelWeights``: the read-only half, shared by any number of engines
+* ``runner``      ``ModelBackend``: one engine's KV pages and sampler; one forward pass per step
 """
 
 import os
@@ -31,5 +32,6 @@ if machine_is_busy():
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from engine.model.runner import ModelBackend  # noqa: E402  (after the setting above)
+from engine.model.weights import ModelWeights  # noqa: E402
 
-__all__ = ["ModelBackend"]
+__all__ = ["ModelBackend", "ModelWeights"]

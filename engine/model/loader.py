@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +32,12 @@ BUNDLED_GGUF: dict[str, tuple[str, str]] = {
 #: HF architecture names our own forward pass implements.
 SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM", "GPT2LMHeadModel")
 
-#: Written last into a converted folder; its presence means the conversion finished.
+#: Written last into a converted folder; its presence means the conversion finished. It records a
+#: checksum of every weights file, checked at every load: a same-size corrupted file is caught too.
 MARKER = "prefixlab.json"
+#: A temporary conversion folder older than this was left by a killed conversion (one takes ~30 s).
+ORPHAN_AGE_S = 600
+_CHECKSUM_CHUNK = 1 << 22
 
 
 @dataclass
@@ -105,7 +110,8 @@ def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None) -> 
         plain.generation_config = generation_config
         plain.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / MARKER).write_text(json.dumps({"source": gguf.name}))
+        _report(progress, 0.7, "Recording checksums of the converted weights...")
+        write_marker(tmp, gguf.name)
         del plain, state
         tmp.chmod(0o755)  # mkdtemp makes it private; the cache is an ordinary folder
         if target.exists():  # someone else finished first; theirs is as good as ours
@@ -117,13 +123,74 @@ def convert_gguf(gguf: Path, target: Path, progress: Progress | None = None) -> 
         raise
 
 
+def file_checksum(path: Path) -> str:
+    """xxh3-128 of a file's bytes (~10x faster than sha256: the check runs on every server start)."""
+    import xxhash
+
+    digest = xxhash.xxh3_128()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHECKSUM_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin") and p.is_file())
+
+
+def write_marker(folder: Path, source: str) -> None:
+    """Mark ``folder`` as a finished conversion of ``source``, with the checksum of each weights file."""
+    files = {p.name: {"size": p.stat().st_size, "xxh3_128": file_checksum(p)} for p in _weight_files(folder)}
+    partial = folder / f".{MARKER}.tmp"  # written whole, then renamed: a reader never sees half of it
+    partial.write_text(json.dumps({"source": source, "files": files}, indent=1))
+    os.replace(partial, folder / MARKER)
+
+
+def verify_cache_folder(folder: Path) -> None:
+    """Raise :class:`ConfigError` saying what to do when a converted folder's weights changed since conversion."""
+    fix = f"Delete the folder {folder} and start again: the model is converted again (about 30 s)."
+    try:
+        recorded = json.loads((folder / MARKER).read_text()).get("files")
+    except (OSError, ValueError, AttributeError):
+        raise ConfigError(f"The cached model's {MARKER} is unreadable. {fix}") from None
+    if not isinstance(recorded, dict) or not recorded:  # converted before checksums were recorded
+        write_marker(folder, str(json.loads((folder / MARKER).read_text()).get("source", "")))
+        return
+    for filename, expected in recorded.items():
+        path = folder / filename
+        if not path.is_file():
+            raise ConfigError(f"The cached model is missing {filename}. {fix}")
+        if path.stat().st_size != expected.get("size") or file_checksum(path) != expected.get("xxh3_128"):
+            raise ConfigError(f"The cached model's {filename} is corrupted (its checksum differs from the one "
+                              f"recorded when it was converted). {fix}")
+
+
+def remove_orphans(models_dir: Path, name: str, max_age_s: float = ORPHAN_AGE_S) -> list[Path]:
+    """Delete temporary conversion folders (``.name-*``) left by a conversion that was killed."""
+    removed = []
+    if models_dir.is_dir():
+        now = time.time()
+        for path in models_dir.glob(f".{name}-*"):
+            if path.is_dir() and now - path.stat().st_mtime > max_age_s:
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+    return removed
+
+
 def resolve_model_folder(name: str, progress: Progress | None = None) -> str:
     """A path (or hub id) that ``from_pretrained`` can load for model ``name``."""
     if name.lower() in BUNDLED_GGUF:
         key = name.lower()
         target = cache_dir() / "models" / key
+        remove_orphans(target.parent, key)
+        if target.exists() and not (target / MARKER).is_file():
+            # Not finished (or written by hand): converting next to it would keep it forever.
+            _report(progress, 0.0, f"The cached {key} folder is incomplete: converting it again.")
+            shutil.rmtree(target)
         if not (target / MARKER).is_file():
             convert_gguf(bundled_gguf_path(key), target, progress)
+        _report(progress, 0.75, "Checking the cached weights...")
+        verify_cache_folder(target)
         return str(target)
     path = Path(name).expanduser()
     if path.is_dir():

@@ -1,27 +1,24 @@
-"""``ModelBackend``: the model runner. One :meth:`execute` = one forward pass over the whole step.
+"""``ModelBackend``: the model runner of one engine. One :meth:`execute` = one forward pass over the step.
 
-It owns the weights (borrowed from a transformers model, whose own ``forward`` it never calls),
-the paged KV cache and the sampler. Per step it packs the new tokens of every scheduled request,
-prefill chunks and decodes alike, into one flat batch, runs our forward pass, and samples a
-token for each request whose chunk reached the end of its known tokens.
+It reads shared :class:`~engine.model.weights.ModelWeights` (borrowed from a transformers model,
+whose own ``forward`` it never calls) and owns what the engine writes: its paged KV cache and its
+sampler. Per step it packs the new tokens of every scheduled request, prefill chunks and decodes
+alike, into one flat batch, runs our forward pass, and samples a token for each request whose
+chunk reached the end of its known tokens.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError, InvalidRequestError
 from engine.model.attention import AttentionMetadata
-from engine.model.gpt2 import GPT2Forward
 from engine.model.kv_tensors import PagedKVCache
-from engine.model.llama import LlamaForward
 from engine.model.loader import LoadedModel, Progress, load_model
 from engine.model.sampler import Sampler
 from engine.model.threads import ThreadPolicy
-from engine.model.tokenizer import TextTokenizer
+from engine.model.weights import ModelWeights, context_length, model_forward  # noqa: F401  (re-exported)
 from engine.scheduler import SchedulerOutput
 
 #: Activations and allocator slack kept free on CUDA besides weights and KV (bytes).
@@ -46,43 +43,34 @@ def pick_dtype(name: str | None, device: torch.device) -> torch.dtype:
     return DTYPES[name]
 
 
-def model_forward(hf_model: Any, max_model_len: int) -> LlamaForward | GPT2Forward:
-    """Our forward pass for the model's architecture (the loader already checked it is supported)."""
-    if hf_model.config.model_type == "gpt2":
-        return GPT2Forward(hf_model, max_model_len)
-    return LlamaForward(hf_model, max_model_len)
-
-
-def context_length(config: Any) -> int:
-    """Longest sequence the model handles; a sliding window, when used, caps it (we attend fully)."""
-    length = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or 2048
-    window = getattr(config, "sliding_window", None)
-    if window and getattr(config, "use_sliding_window", True):
-        length = min(length, window)
-    return length
+def load_weights(config: EngineConfig, progress: Progress | None = None) -> ModelWeights:
+    """Load ``config.model`` on ``config.device`` in ``config.dtype``, ready to be shared by engines."""
+    device = pick_device(config.device)
+    return ModelWeights(load_model(config.model, pick_dtype(config.dtype, device), device, progress))
 
 
 class ModelBackend:
-    """Pass ``loaded`` to share weights already in memory (e.g. one model per app server, one
-    engine and KV pool per browser session); otherwise ``config.model`` is loaded here.
-    A shared model is only read, never written: each backend has its own KV cache and sampler.
+    """The model side of ONE engine: shared, read-only weights plus this engine's own KV pages.
+
+    Pass ``weights`` (or the older ``loaded``) to reuse weights already in memory, e.g. one model
+    per app server and one engine per browser session; otherwise ``config.model`` is loaded here.
+    The KV pages are allocated once, by the engine that owns this back end; a second engine on
+    the same back end is refused, since it would write the first one's pages.
     """
 
-    def __init__(self, config: EngineConfig, progress: Progress | None = None, *, loaded: LoadedModel | None = None) -> None:
+    def __init__(self, config: EngineConfig, progress: Progress | None = None, *,
+                 weights: ModelWeights | None = None, loaded: LoadedModel | None = None) -> None:
         self.config = config
-        self.device = pick_device(config.device)
-        self.dtype = pick_dtype(config.dtype, self.device)
-        if loaded is None:
-            loaded = load_model(config.model, self.dtype, self.device, progress)
-        else:
-            self.device = next(loaded.hf_model.parameters()).device  # the weights decide, not the config
-            self.dtype = next(loaded.hf_model.parameters()).dtype
-        self.hf_model = loaded.hf_model  # kept for its weights (and as the tests' oracle)
-        self.tokenizer = None if loaded.tokenizer is None else TextTokenizer(loaded.tokenizer)
-        self.eos_token_ids = loaded.eos_token_ids
-        self.vocab_size = self.hf_model.config.vocab_size
-        self.max_model_len = context_length(self.hf_model.config)
-        self.model = model_forward(self.hf_model, self.max_model_len)
+        if weights is None:
+            weights = ModelWeights(loaded) if loaded is not None else load_weights(config, progress)
+        self.weights = weights
+        self.device, self.dtype = weights.device, weights.dtype  # the weights decide, not the config
+        self.hf_model = weights.hf_model
+        self.tokenizer = weights.tokenizer
+        self.eos_token_ids = weights.eos_token_ids
+        self.vocab_size = weights.vocab_size
+        self.max_model_len = weights.max_model_len
+        self.model = weights.model
         self.sampler = Sampler(config.seed)
         self.threads = ThreadPolicy() if self.device.type == "cpu" else None
         self.kv_cache: PagedKVCache | None = None
@@ -92,16 +80,14 @@ class ModelBackend:
     # -- KV memory ------------------------------------------------------------------------------------
     @property
     def kv_bytes_per_token(self) -> int:
-        """K and V, every layer: 2 x layers x kv_heads x head_dim x bytes per element."""
-        m = self.model
-        return 2 * m.num_layers * m.num_kv_heads * m.head_dim * torch.empty((), dtype=self.dtype).element_size()
+        return self.weights.kv_bytes_per_token
 
     @property
     def num_blocks(self) -> int:
         """How many blocks the KV memory budget buys (block 0 included, as the pool reserves it)."""
         if self.device.type == "cuda":
             total = torch.cuda.get_device_properties(self.device).total_memory
-            in_use = torch.cuda.memory_allocated(self.device) - self.kv_cache_bytes  # weights; old pages get replaced
+            in_use = torch.cuda.memory_allocated(self.device)  # weights and other engines' pages
             budget = total * self.config.gpu_memory_utilization - in_use - CUDA_ACTIVATION_HEADROOM
         else:
             budget = self.config.kv_cache_memory_mib * 2**20
@@ -112,11 +98,13 @@ class ModelBackend:
         return 0 if self.kv_cache is None else self.kv_cache.nbytes
 
     def allocate_kv_cache(self, num_blocks: int, block_size: int) -> None:
-        """(Re)allocate the pages. Called by each engine built on this back end: it starts clean."""
+        """Allocate this engine's pages, once. Block ``b`` of the engine's pool is row ``b`` here."""
+        if self.kv_cache is not None:
+            raise ConfigError(
+                "This ModelBackend already holds the KV pages of another engine; a second engine on it "
+                "would overwrite them. Give each engine its own ModelBackend on shared ModelWeights."
+            )
         m = self.model
-        self.kv_cache = None  # free the old pages first, or both would be held at once
-        self.sampler = Sampler(self.config.seed)  # request ids restart at req-0 in a new engine
-        self.last_logits = {}
         self.kv_cache = PagedKVCache(m.num_layers, num_blocks, block_size, m.num_kv_heads, m.head_dim, self.dtype, self.device)
 
     # -- text ----------------------------------------------------------------------------------------------
@@ -156,6 +144,12 @@ class ModelBackend:
         tokens = self.sampler(logits, ids, [item.request.sampling_params for item, _ in sampling])
         self.last_logits = dict(zip(ids, logits))
         return dict(zip(ids, tokens))
+
+    def preferred_num_blocks(self) -> int | None:
+        return self.num_blocks
+
+    def set_script(self, request_id: str, token_ids: list[int]) -> None:
+        raise InvalidRequestError("Scripted outputs only work on the simulator back end: a model samples its own.")
 
     def forget(self, request_id: str) -> None:
         self.sampler.forget(request_id)  # last_logits is replaced next step, so it stays bounded

@@ -25,8 +25,12 @@ def run_page(name: str, timeout: int = TIMEOUT) -> AppTest:
 
 
 def new_app(**query: str) -> AppTest:
+    """The whole app opened on the lab. The lab tests are written around vLLM's design-doc example,
+    so that is the scenario unless ``scenario=`` says otherwise (a first visit is tested apart)."""
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    query.setdefault("scenario", "design-doc")
     at.query_params.update(query)
+    at.switch_page("app_pages/lab.py")
     return at
 
 
@@ -54,3 +58,9 @@ def shape(fig: dict, name: str) -> dict:
 
 def markdown_text(at: AppTest) -> str:
     return "\n".join(m.value for m in at.markdown)
+
+
+def player(at: AppTest) -> dict:
+    """The arguments the lab page passed to the browser player."""
+    (element,) = [e for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
+    return json.loads(element.proto.json_args)

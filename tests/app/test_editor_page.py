@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import new_app
@@ -56,12 +58,23 @@ def test_good_text_runs_in_the_lab() -> None:
     at.switch_page("app_pages/lab.py").run()
     assert not at.exception
     assert at.selectbox(key="_w_lab_source").value == "custom"
-    at.button(key="nav_end").click().run()
-    assert "b is finished" in "\n".join(m.value for m in at.markdown)
+    (player,) = [e for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
+    last = json.loads(player.proto.json_args)["data"]["frames"][-1]
+    assert "b is finished" in last["card"]["body"]
 
 
 def test_load_builtin_replaces_the_text() -> None:
     at = editor()
     at.selectbox(key="_w_editor_template").set_value("preemption").run()
     at.button(key="editor_load").click().run()
-    assert "max_tokens=8" in at.text_area[0].value
+    assert "output=a b c d e f g h" in at.text_area[0].value
+
+
+def test_check_plays_the_scenario_so_a_too_small_pool_is_caught_there() -> None:
+    """Check must not say "Looks good" for text that "Run in the lab" then refuses."""
+    at = editor()
+    text = "blocks 3\nblock_size 4\nrequest r0: a b c d e f g h | max_tokens=2\nrun"
+    at.text_area[0].set_value(text).run()
+    at.button(key="editor_check").click().run()
+    assert not at.success
+    assert at.error and at.error[0].value.startswith("Line 3:") and "KV slots" in at.error[0].value

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import page_path, run_page
-from viz.theme import STATE_COLORS
+from viz.theme import OUTLINES
 
 PAGE = page_path("hash_chain")
 
@@ -38,7 +38,7 @@ def test_default_edit_changes_every_later_hash(at: AppTest) -> None:
     fig = figure(at)
     assert len(fig["frames"]) == 6
     lines = fig["data"][1]["marker"]["line"]["color"]
-    assert [c == STATE_COLORS["highlight"] for c in lines] == [False, False, True, True, True, False]
+    assert [c == OUTLINES["differs"].color for c in lines] == [False, False, True, True, True, False]
     assert "vllm-none-hash" in at.info[0].value and "fixed default for sha256" in at.info[0].value
     assert any("from block 2 on (3 of 5)" in m.value for m in at.markdown)
     assert any("token 11 changed from 'dog' to 'cat': it sits in block 2" in m.value for m in at.markdown)
@@ -88,12 +88,22 @@ def test_block_size(at: AppTest) -> None:
     assert len(figure(at)["frames"]) == 3
 
 
-def test_step_slider_picks_the_frame_shown(at: AppTest) -> None:
-    at.slider[0].set_value(0).run()
+def test_one_slider_for_one_thing(at: AppTest) -> None:
+    """The figure's own slider (and Play) steps through the blocks in the browser; the page adds no second one."""
+    assert not at.slider
     fig = figure(at)
-    assert fig["layout"]["sliders"][0]["active"] == 0
-    assert "Press ▶" in fig["data"][4]["text"][0]
-    assert set(fig["data"][1]["marker"]["color"][:5]) == {"white"}
+    assert len(fig["layout"]["sliders"]) == 1 and len(fig["frames"]) == 6
+    explained = [m.value for m in at.markdown if "**Block 0** = H(parent" in m.value]
+    assert explained and explained[0].count("**Block") == 5  # every full block of r2, in words
+
+
+def test_extra_keys_read_as_words_not_python_tuples(at: AppTest) -> None:
+    at.text_input(key="hc_r2_lora").set_value("math").run()
+    at.text_input(key="hc_r2_salt").set_value("alice").run()
+    text = "\n".join(m.value for m in at.markdown)
+    assert "LoRA adapter 'math'" in text and "(('lora'" not in text and "None)" not in text
+    table = at.dataframe[0].value
+    assert "cache salt 'alice'" in table["r2 extra keys"][0] and "('" not in "".join(table["r2 extra keys"])
 
 
 def test_token_ids_mode_and_bad_ids(at: AppTest) -> None:

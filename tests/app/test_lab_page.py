@@ -1,11 +1,16 @@
-"""The lab page driven through its widgets, asserting on what is shown (figures included)."""
+"""The lab page driven through its widgets, asserting on what it hands the browser player.
+
+The player (ui/lab_player) plays the timeline client-side; here we check the data it gets
+(every state, the jumps, the alignment in compare mode) and the server-side modes (predict,
+projector, URL). tests/e2e/test_lab_player.py checks the player itself in chromium.
+"""
 
 from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from tests.app.conftest import figure, figures, markdown_text, new_app, shape
-from viz.theme import STATE_COLORS
+from teaching.scenario_library import DEFAULT_SCENARIO
+from tests.app.conftest import markdown_text, new_app, player
 
 
 def click(at: AppTest, key: str) -> AppTest:
@@ -14,101 +19,86 @@ def click(at: AppTest, key: str) -> AppTest:
     return at
 
 
-def test_lab_loads_with_the_design_doc_example(lab: AppTest) -> None:
-    assert lab.session_state["lab_pos"] == 0
-    assert len(figures(lab)) == 4
-    grid = figure(lab, "Physical KV blocks")
-    assert shape(grid, "block-0")["fillcolor"] == STATE_COLORS["null"]
-    assert all(shape(grid, f"block-{i}")["fillcolor"] == STATE_COLORS["free"] for i in range(1, 11))
-    queue = figure(lab, "Free queue")
-    assert [c[0] for c in queue["data"][0]["customdata"]] == list(range(1, 11))
-    assert "Nothing has happened yet" in markdown_text(lab)
+def test_lab_sends_the_whole_timeline_once(lab: AppTest) -> None:
+    args = player(lab)
+    frames = args["data"]["frames"]
+    assert args["step"] == 0 and len(frames) == 40  # the design-doc example: 39 events
+    assert frames[0]["fq"] == list(range(1, 11)) and frames[0]["card"]["tag"] == "START"
+    assert frames[1]["card"]["body"].startswith("r0 arrives with a 15-token prompt")
+    assert frames[4]["ref"][1:6] == [1, 1, 1, 1, 0] and frames[4]["fq"] == [5, 6, 7, 8, 9, 10]
+    assert frames[4]["touched"] == [1, 2, 3, 4] and frames[4]["kind"] == "allocate"
+    assert frames[4]["tables"] == [["r0", "waiting", [1, 2, 3, 4], ["partial"] * 4]]  # new: not full yet
+    assert "r0 releases blocks 5, 4, 3, 2 and 1" in frames[22]["card"]["body"]
+    assert frames[22]["fq"] == [5, 8, 9, 10, 4, 3]
+    assert all(len(h) == 8 for f in frames for h in f["hash"] if h)  # one hash length
+    assert args["theme"]["glyph"]["hit"] == "✓" and not args["projector"] and not args["locked"]
     assert not lab.error
 
 
-def test_step_forward_and_back(lab: AppTest) -> None:
-    click(lab, "nav_forward")
-    assert lab.session_state["lab_pos"] == 1
-    assert "r0 arrives with a 15-token prompt" in markdown_text(lab)
-    for _ in range(3):
-        click(lab, "nav_forward")
-    assert lab.session_state["lab_pos"] == 4
-    grid = figure(lab, "Physical KV blocks")  # r0 got blocks 1-4
-    assert [shape(grid, f"block-{i}")["fillcolor"] for i in (1, 4, 5)] == [
-        STATE_COLORS["in_use"], STATE_COLORS["in_use"], STATE_COLORS["free"]]
-    click(lab, "nav_back")
-    assert lab.session_state["lab_pos"] == 3
-    grid = figure(lab, "Physical KV blocks")
-    assert shape(grid, "block-1")["fillcolor"] == STATE_COLORS["free"]
-    assert lab.slider[0].value == 3
-    click(lab, "nav_end")
-    assert lab.session_state["lab_pos"] == 39
-    click(lab, "nav_start")
-    assert lab.session_state["lab_pos"] == 0
-
-
-def test_slider_moves_the_position(lab: AppTest) -> None:
-    lab.slider[0].set_value(22).run()
-    assert lab.session_state["lab_pos"] == 22
-    assert "r0 releases blocks 5, 4, 3, 2 and 1" in markdown_text(lab)
-    queue = figure(lab, "Free queue")
-    assert [c[0] for c in queue["data"][0]["customdata"]] == [5, 8, 9, 10, 4, 3]
-
-
-def test_jump_to_next_eviction_in_classic() -> None:
+def test_jumps_to_eviction_in_classic() -> None:
     at = new_app(policy="classic")
     at.run()
-    assert at.sidebar.radio[0].value == "classic"
-    click(at, "nav_next_eviction")
-    pos = at.session_state["lab_pos"]
-    assert "Block 4 is evicted" in markdown_text(at)
-    assert "evictions so far <b>1</b>" in markdown_text(at)
-    grid = figure(at, "Physical KV blocks")
-    assert shape(grid, "block-4")["fillcolor"] == STATE_COLORS["free"]  # its hash is gone
-    assert at.button(key="nav_next_eviction").disabled  # no second eviction
-    assert at.button(key="nav_next_hit").disabled  # and no hit after it
-    assert at.session_state["lab_pos"] == pos
+    data = player(at)["data"]
+    (evict,) = data["jumps"]["eviction"]
+    after = data["frames"][evict]
+    assert "Block 4 is evicted" in after["card"]["body"] and after["evictions"] == 1
+    assert after["hash"][4] is None and after["evicted"] == [4]
+    assert data["frames"][evict - 1]["hash"][4] is not None
 
 
 def test_vllm_has_no_eviction_in_the_design_doc_example(lab: AppTest) -> None:
-    assert lab.button(key="nav_next_eviction").disabled
-    click(lab, "nav_next_hit")
-    assert "r1 takes the cached blocks 1 and 2" in markdown_text(lab)
+    data = player(lab)["data"]
+    assert data["jumps"]["eviction"] == []
+    first_hit = data["jumps"]["hit"][0]
+    assert "r1 takes the cached blocks 1 and 2" in data["frames"][first_hit]["card"]["body"]
+    hit_table = dict((t[0], t[3]) for t in data["frames"][first_hit]["tables"])
+    assert hit_table["r1"][:2] == ["hit", "hit"]
 
 
-def test_switch_scenario_resets_the_position(lab: AppTest) -> None:
-    click(lab, "nav_forward")
-    lab.selectbox(key="_w_lab_source").set_value("preemption").run()
-    assert not lab.exception
-    assert lab.session_state["lab_pos"] == 0
-    click(lab, "nav_next_preemption")
-    assert "is preempted" in markdown_text(lab)
+def test_switch_scenario_resets_the_position() -> None:
+    at = new_app(step="5")
+    at.run()
+    assert player(at)["step"] == 5
+    at.selectbox(key="_w_lab_source").set_value("preemption").run()
+    assert not at.exception
+    assert at.session_state["lab_pos"] == 0 and player(at)["step"] == 0
+    data = player(at)["data"]
+    assert any("is preempted" in data["frames"][i]["card"]["body"] for i in data["jumps"]["preemption"])
 
 
-def test_compare_shows_both_policies_at_the_same_step() -> None:
-    at = new_app(step="34", policy="classic")
+def test_the_step_comes_back_when_playback_rests(lab: AppTest) -> None:
+    lab.session_state["lab_player"] = {"step": 12, "block": 3, "nonce": 1}
+    lab.run()
+    assert lab.session_state["lab_pos"] == 12 and lab.session_state["lab_block"] == 3
+    assert lab.query_params["step"] in (["12"], "12") and lab.query_params["block"] in (["3"], "3")
+    assert player(lab)["step"] == 12
+    lab.session_state["lab_pos"] = 2  # a later server-side move is not undone by the old value
+    lab.run()
+    assert player(lab)["step"] == 2
+
+
+def test_compare_sends_both_policies_aligned() -> None:
+    at = new_app(step="35", policy="classic")
     at.run()
     at.toggle(key="_w_lab_compare").set_value(True).run()
     assert not at.exception
-    assert len(figures(at)) == 8
-    classic_grid, vllm_grid = figure(at, "Physical KV blocks", 0), figure(at, "Physical KV blocks", 1)
-    # classic just evicted block 4; vllm, at the same point, still has A..P cached in block 4.
-    assert shape(classic_grid, "block-4")["fillcolor"] == STATE_COLORS["free"]
-    assert shape(vllm_grid, "block-4")["fillcolor"] == STATE_COLORS["cached_free"]
-    text = markdown_text(at)
-    assert "#### classic" in text and "#### vllm" in text
+    args = player(at)
+    assert args["labels"] == ["classic", "vllm"]
+    align = args["other"]["align"]
+    assert len(align) == len(args["data"]["frames"])
+    classic, vllm = args["data"]["frames"][35], args["other"]["data"]["frames"][align[35]]
+    # classic just gave block 4 to r2 and evicted it (allocation logged first); vllm, at the same point, still has A..P cached in block 4.
+    assert classic["hash"][4] is None and vllm["hash"][4] is not None
+    assert classic["fq"] != vllm["fq"]
 
 
-def test_highlight_a_block_everywhere(lab: AppTest) -> None:
-    lab.slider[0].set_value(29).run()
-    lab.selectbox(key="_w_lab_block").set_value(4).run()
-    assert lab.session_state["lab_block"] == 4
-    grid = figure(lab, "Physical KV blocks")
-    assert shape(grid, "block-4")["line"]["color"] == STATE_COLORS["highlight"]
-    assert shape(figure(lab, "Free queue"), "node-4")["line"]["color"] == STATE_COLORS["highlight"]
-    table = figure(lab, "Hash table")["data"][0]["cells"]
-    row = table["values"][1].index("4")
-    assert table["fill"]["color"][0][row] == STATE_COLORS["highlight"]
+def test_projector_mode_from_the_url() -> None:
+    at = new_app(projector="1")
+    at.run()
+    assert player(at)["projector"]
+    assert at.toggle(key="_w_lab_projector").value
+    assert "stSidebar" in markdown_text(at)  # the projector CSS hides it
+    assert at.query_params["projector"] in (["1"], "1")
 
 
 def test_predict_the_victim_right_and_wrong() -> None:
@@ -126,7 +116,7 @@ def test_predict_the_victim_right_and_wrong() -> None:
     assert at.session_state["lab_pos"] == question.reveal_at
     # Ask again from the start and answer right.
     at.toggle(key="_w_lab_predict").set_value(False).run()
-    click(at, "nav_start")
+    at.session_state["lab_pos"] = 0
     at.toggle(key="_w_lab_predict").set_value(True).run()
     at.button_group[0].set_value(4).run()
     click(at, "predict_reveal")
@@ -153,21 +143,13 @@ def test_bad_url_values_are_ignored() -> None:
     at = new_app(scenario="nope", step="-4", policy="lru", bs="x")
     at.run()
     assert not at.exception and not at.error
-    assert at.session_state["lab_source"] == "design-doc" and at.session_state["lab_pos"] == 0
+    assert at.session_state["lab_source"] == DEFAULT_SCENARIO and at.session_state["lab_pos"] == 0
 
 
 def test_settings_that_cannot_fit_show_an_error_not_a_traceback(lab: AppTest) -> None:
     lab.sidebar.number_input[1].set_value(3).run()  # 2 usable blocks: r2 needs 8
     assert not lab.exception
     assert lab.error and "Line" in lab.error[0].value
-
-
-def test_autoplay_toggles(lab: AppTest) -> None:
-    click(lab, "play")
-    assert lab.session_state["lab_playing"]
-    assert lab.session_state["lab_pos"] >= 1
-    click(lab, "play")
-    assert not lab.session_state["lab_playing"]
 
 
 def test_predict_next_question_walks_through_evictions() -> None:
@@ -185,25 +167,19 @@ def test_predict_next_question_walks_through_evictions() -> None:
     assert not at.session_state["lab_revealed"]
 
 
-def test_highlight_a_hash_in_both_policies() -> None:
-    at = new_app(step="30", compare="1")
+def test_predict_locks_the_player_at_the_question() -> None:
+    at = new_app(scenario="design-doc", policy="classic")
     at.run()
-    assert len(at.selectbox(key="_w_lab_hash").options) > 1
-    hover = figure(at, "Physical KV blocks")["data"][0]["hovertext"][1]
-    block1_hash = hover.split("hash: ")[1].split("<br>")[0]
-    at.selectbox(key="_w_lab_hash").set_value(block1_hash).run()
-    assert at.session_state["lab_hash"] == block1_hash
-    for nth in (0, 1):  # both policies' grids outline the block holding it
-        grid = figure(at, "Physical KV blocks", nth)
-        outlined = [s["name"] for s in grid["layout"]["shapes"] if s["line"]["color"] == STATE_COLORS["highlight"]]
-        assert outlined == ["block-1"]
+    at.toggle(key="_w_lab_predict").set_value(True).run()
+    args = player(at)
+    assert args["locked"] and args["step"] == at.session_state["lab_q"].ask_at
 
 
 def test_hash_algorithm_changes_the_hashes() -> None:
     lab = new_app(step="10")
     lab.run()
-    before = figure(lab, "Hash table")["data"][0]["cells"]["values"][0]
+    before = player(lab)["data"]["frames"][10]["hashes"]
     lab.selectbox(key="_w_cfg_hash_algo").set_value("sha256_cbor").run()
     assert not lab.exception
-    after = figure(lab, "Hash table")["data"][0]["cells"]["values"][0]
+    after = player(lab)["data"]["frames"][10]["hashes"]
     assert len(before) == len(after) and before != after

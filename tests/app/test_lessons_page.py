@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from teaching import lesson_flow as flow
 from teaching.lessons import answer_question, load_lessons
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,47 +28,100 @@ def charts(at: AppTest) -> list:
     return at.get("plotly_chart")
 
 
+def at_position(at: AppTest, lesson, position: int) -> AppTest:  # type: ignore[no-untyped-def]
+    at.session_state[f"lesson_pos_{lesson.slug}"] = position
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def shown_text(at: AppTest) -> str:
+    """Everything a student reads on the page (markdown, captions, alerts, labels)."""
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [c.value for c in at.code]
+    parts += [a.value for kind in (at.info, at.success, at.error, at.warning) for a in kind]
+    parts += [h.value for h in at.subheader]
+    return "\n".join(parts)
+
+
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
-def test_every_lesson_renders_plays_and_asks(lesson) -> None:
+def test_every_lesson_renders_plays_and_asks_each_question_at_its_moment(lesson) -> None:
     at = open_page(lesson.slug)
     assert at.header[0].value == lesson.title
     assert len(charts(at)) == 3 * len(lesson.policies)  # grid, free queue, block tables per policy
-    assert len(at.radio) == len(lesson.questions)
-    for radio, question in zip(at.radio, lesson.questions):
-        assert list(radio.options) == list(answer_question(lesson, question).options)
-    # Step through every scenario line: no exception, and the log names the line.
-    for line_no in lesson.action_lines:
-        at.button(key=f"lesson_pos_{lesson.slug}_next").click().run()
-        assert not at.exception, (line_no, [e.value for e in at.exception])
-        assert at.session_state[f"lesson_pos_{lesson.slug}"] == line_no
-        assert any(f"Line {line_no}:" in m.value for m in at.markdown)
+    asked: set[str] = set()
+    for position in [0, *lesson.action_lines]:
+        if position:
+            at.button(key=f"lesson_pos_{lesson.slug}_next").click().run()
+        assert not at.exception, (position, [e.value for e in at.exception])
+        assert at.session_state[f"lesson_pos_{lesson.slug}"] == position
+        if position:
+            assert any(f"Line {position}:" in m.value for m in at.markdown)
+        moments = flow.questions_at(lesson, position)
+        assert len(at.radio) == len(moments)  # only this moment's questions, beside the picture
+        for radio, moment in zip(at.radio, moments):
+            assert list(radio.options) == list(answer_question(lesson, moment.question).options)
+            asked.add(moment.question.id)
+    assert asked == {q.id for q in lesson.questions}  # every question comes up on the way
 
 
 def _question_keys(lesson, question) -> tuple[str, str, str]:
-    return (f"lesson_choice_{lesson.slug}_{question.id}", f"check_{lesson.slug}_{question.id}",
+    return (f"_w_lesson_choice_{lesson.slug}_{question.id}", f"check_{lesson.slug}_{question.id}",
             f"reveal_{lesson.slug}_{question.id}")
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
-def test_right_and_wrong_answers_get_the_engines_verdict(lesson) -> None:
+def test_right_and_wrong_answers_get_the_engines_verdict_and_the_rule(lesson) -> None:
     at = open_page(lesson.slug)
     for question in lesson.questions:
+        at_position(at, lesson, flow.previous_line(lesson, question.after))
         answer = answer_question(lesson, question)
         choice, check, _ = _question_keys(lesson, question)
         wrong = next(o for i, o in enumerate(answer.options) if i != answer.correct_index)
         at.radio(key=choice).set_value(wrong)
         at.button(key=check).click().run()
-        assert any("Not quite" in e.value and wrong in e.value for e in at.error), question.id
+        errors = [e.value for e in at.error]
+        assert any("Not quite" in e and wrong in e and "The rule:" in e for e in errors), (question.id, errors)
         at.radio(key=choice).set_value(answer.options[answer.correct_index])
         at.button(key=check).click().run()
         assert any("Right!" in s.value and answer.text in s.value for s in at.success), question.id
     assert not at.exception
 
 
-def test_check_without_a_choice_asks_for_one_and_reveal_jumps_to_the_line() -> None:
+def test_wrong_order_is_named_and_order_dependent_answers_say_so() -> None:
+    lesson = next(lesson for lesson in LESSONS if lesson.slug.startswith("01"))
+    question = next(q for q in lesson.questions if q.answer.word.name == "block_table")
+    answer = answer_question(lesson, question)
+    at = at_position(open_page(lesson.slug), lesson, flow.previous_line(lesson, question.after))
+    assert any(c.value.startswith("Order matters") for c in at.caption)
+    reversed_option = ", ".join(reversed(answer.text.split(", ")))
+    choice, check, _ = _question_keys(lesson, question)
+    at.radio(key=choice).set_value(reversed_option)
+    at.button(key=check).click().run()
+    assert any("right blocks, but in the wrong order" in e.value for e in at.error)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
+def test_no_lesson_markup_on_screen(lesson) -> None:
+    at = open_page(lesson.slug)
+    expressions = {str(q.answer) for q in lesson.questions if q.answer.arg is not None}
+    for position in [0, *lesson.action_lines]:
+        text = shown_text(at_position(at, lesson, position))
+        for label in lesson.labels:
+            assert f"@{label}" not in text, (position, label)
+        for expression in expressions:
+            assert f"`{expression}`" not in text and f"{expression} after" not in text, (position, expression)
+        for question in flow.questions_at(lesson, position):
+            at.button(key=f"reveal_{lesson.slug}_{question.question.id}").click().run()
+            text = shown_text(at)
+            assert not any(f"`{e}`" in text or f"({e} " in text for e in expressions), position
+            at_position(at, lesson, position)
+
+
+def test_check_without_a_choice_asks_for_one_and_reveal_plays_the_line_beside_the_question() -> None:
     lesson = next(lesson for lesson in LESSONS if lesson.slug.startswith("06"))
     question = lesson.questions[0]
     at = open_page(lesson.slug)
+    at_position(at, lesson, flow.previous_line(lesson, question.after))
     _, check, reveal = _question_keys(lesson, question)
     at.button(key=check).click().run()
     assert any("Pick an answer first" in w.value for w in at.warning)
@@ -75,7 +129,30 @@ def test_check_without_a_choice_asks_for_one_and_reveal_jumps_to_the_line() -> N
     answer = answer_question(lesson, question)
     assert any(f"The engine says **{answer.text}**" in i.value for i in at.info)
     assert at.session_state[f"lesson_pos_{lesson.slug}"] == question.after
-    assert any(f"after line {question.after}" in m.value for m in at.markdown)
+    assert any(f"after line {question.after}" in h.value for h in at.subheader)
+    assert at.button(key=reveal)  # the question is still there, beside the picture it is about
+
+
+def test_a_prediction_survives_stepping_away_and_back() -> None:
+    lesson = LESSONS[0]
+    question = lesson.questions[0]
+    answer = answer_question(lesson, question)
+    ask_at = flow.previous_line(lesson, question.after)
+    at = at_position(open_page(lesson.slug), lesson, ask_at)
+    choice, _, _ = _question_keys(lesson, question)
+    at.radio(key=choice).set_value(answer.options[1]).run()
+    at_position(at, lesson, lesson.action_lines[-1])
+    at_position(at, lesson, ask_at)
+    assert at.radio(key=choice).value == answer.options[1]
+
+
+def test_next_lesson_opens_at_its_top() -> None:
+    at = open_page(LESSONS[0].slug)
+    at.button(key="lessons_next_lesson").click().run()
+    assert not at.exception
+    assert at.header[0].value == LESSONS[1].title
+    assert at.session_state[f"lesson_pos_{LESSONS[1].slug}"] == 0
+    assert any("scrollTo(0, 0)" in str(h.proto) for h in at.get("html"))
 
 
 def test_side_by_side_lesson_draws_both_policies() -> None:
@@ -131,7 +208,7 @@ def test_a_new_prediction_clears_the_old_verdict() -> None:
     question = lesson.questions[0]
     answer = answer_question(lesson, question)
     choice, check, _ = _question_keys(lesson, question)
-    at = open_page(lesson.slug)
+    at = at_position(open_page(lesson.slug), lesson, flow.previous_line(lesson, question.after))
     at.radio(key=choice).set_value(answer.options[answer.correct_index])
     at.button(key=check).click().run()
     assert at.success

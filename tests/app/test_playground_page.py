@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from viz.theme import STATE_COLORS
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "app_pages" / "playground.py")
 
@@ -51,7 +53,7 @@ def test_shared_system_prompt_second_request_hits() -> None:
     assert newest["layout"]["title"]["text"].startswith("req-1")
     assert any("→ #" in label for label in labels)  # physical block ids are shown
     states = [s["fillcolor"] for s in newest["layout"]["shapes"] if s.get("line", {}).get("width") == 1]
-    assert "#2e7d32" in states  # hit colour: the system prompt's blocks came from the cache
+    assert STATE_COLORS["hit"] in states  # hit colour: the system prompt's blocks came from the cache
     cached = int(text.split("cached**")[0].rsplit("**", 1)[1].strip())
     assert cached >= 16
     # The lab's views of the session engine are on the page too.
@@ -77,8 +79,12 @@ def test_empty_and_too_long_prompts_show_the_engine_message_and_keep_the_text() 
     at.text_area(key="_w_pg_message").set_value(long_text)
     at.button(key="pg_send").click().run()
     assert not at.exception
-    assert "exceeds" in at.error[0].value or "KV slots" in at.error[0].value
+    assert "the limit here is 20,000" in at.error[0].value  # teaching.limits: refused before tokenizing
     assert at.text_area(key="_w_pg_message").value == long_text
+    long_text = "word " * 3000  # under the size limit, over the pool
+    at.text_area(key="_w_pg_message").set_value(long_text)
+    at.button(key="pg_send").click().run()
+    assert "exceeds" in at.error[0].value or "KV slots" in at.error[0].value
 
 
 def test_reset_prefix_cache_and_caching_switch() -> None:

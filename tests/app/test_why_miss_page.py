@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import page_path, run_page
-from viz.theme import STATE_COLORS
+from viz.theme import OUTLINES, STATE_COLORS
 
 PAGE = page_path("why_miss")
 
@@ -40,10 +40,10 @@ def test_default_example(at: AppTest) -> None:
     r1, r2 = figures(at)
     assert cell_colors(r2, 17) == [STATE_COLORS["hit"]] * 8 + [STATE_COLORS["computed"]] * 8 + [STATE_COLORS["partial"]]
     assert STATE_COLORS["hit"] not in cell_colors(r1, 17)
-    marked = [s for s in r2["layout"]["shapes"][:17] if s["line"]["color"] == STATE_COLORS["highlight"]]
+    marked = [s for s in r2["layout"]["shapes"][:17] if s["line"].get("dash") == OUTLINES["differs"].dash]
     assert len(marked) == 1  # the first differing token, 'cat'
     labels = r2["data"][1]["text"]
-    assert labels[4] == "<b>block 4</b> · never hashed"
+    assert labels[4] == "<b>block 4</b> · no hash yet"
     table = at.dataframe[0].value
     assert list(table["same hash"]) == ["✓", "✓", "✗ first difference", "✗", "✗"]
     assert table["r1 hash"][0] == table["r2 hash"][0] and table["r1 hash"][2] != table["r2 hash"][2]
@@ -74,7 +74,7 @@ def test_salt_differences_show_in_the_extra_keys_column(at: AppTest) -> None:
     at.text_input(key="wm_r2_salt").set_value("bob").run()
     assert "hit 0 blocks" in headline(at)
     table = at.dataframe[0].value
-    assert table["r2 extra keys"][0] == "(('cache_salt', 'bob'),)" and table["r2 extra keys"][1] == "None"
+    assert table["r2 extra keys"][0] == "cache salt 'bob'" and table["r2 extra keys"][1] == "none"
     assert list(table["same hash"])[0] == "✗ first difference"
 
 

@@ -37,15 +37,14 @@ def test_hash_chain_renders_and_plays(page, streamlit_servers) -> None:  # type:
     text = plot_text(page)
     assert "block 0" in text and "✓ hit: block #1" in text and "never hashed" in text
 
-    # Server-side step slider to 0: every r2 hash hidden, the figure invites you to press play.
-    page.locator("[data-testid=stSlider] input[type=range]").first.focus()
-    page.keyboard.press("Home")
+    # One slider for one thing: the figure's own, played in the browser; no server-side slider beside it.
+    assert page.locator("[data-testid=stSlider]").count() == 0
+    assert page.locator(".js-plotly-plot .slider-container").count() == 1
+    # Client-side animation: play starts from no block hashed and ends with the last block hashed.
+    page.locator(".updatemenu-button", has_text="Play").first.click()
     page.wait_for_function(
         "() => document.querySelector('.js-plotly-plot').textContent.includes('Press ▶')", timeout=30_000
     )
-    wait_idle(page)
-    # Client-side animation: play runs every frame and ends with the last block hashed.
-    page.locator(".updatemenu-button", has_text="Play").first.click()
     page.wait_for_function(
         "() => document.querySelector('.js-plotly-plot').textContent.includes('block 4 = H(')", timeout=30_000
     )
@@ -74,7 +73,7 @@ def test_why_miss_verdict_and_presets(page, streamlit_servers) -> None:  # type:
     open_page(page, url_of(streamlit_servers, "why_miss"))
     wait_for_text(page, "r2 would hit 2 blocks (8 of its 17 tokens): block 2 differs at token 11")
     assert page.locator(".js-plotly-plot").count() == 2
-    assert "never hashed" in plot_text(page, 1)
+    assert "no hash yet" in plot_text(page, 1)
     page.locator("[data-testid=stSelectbox]", has_text="Example").click()
     page.get_by_role("option", name="Same prompt, another cache salt").click()
     wait_for_text(page, "the cache salt differs ('alice' vs 'bob')")

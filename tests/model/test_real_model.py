@@ -48,3 +48,13 @@ def test_a_cache_hit_skips_prefill_work_and_keeps_the_answer(engine):
     assert second.num_cached_tokens >= 96  # the system prompt's full blocks
     assert second.metrics.num_computed_prefill_tokens == prompt_len - second.num_cached_tokens
     assert second.token_ids == hf_greedy(engine.backend.hf_model, second.prompt_token_ids, 8)
+
+
+def test_lesson_measurement_shares_the_weights_and_agrees_cache_on_and_off(engine):
+    from teaching.lesson_measure import MeasureSpec, measure_ttft
+
+    spec = MeasureSpec(SYSTEM, ("What is a block?", "What is a hash?", "What is eviction?"), repeats=1)
+    rows = measure_ttft(spec, engine.backend.weights)  # no second copy of the model
+    assert rows[0].cached_tokens == 0 and all(r.cached_tokens >= 16 for r in rows[1:])
+    assert all(r.first_token_on == r.first_token_off is not None for r in rows)  # own pages: same greedy token
+    assert engine.backend.kv_cache is not None  # the engine's own pages were never touched

@@ -4,6 +4,7 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.errors import InvalidRequestError
+from engine.model import ModelBackend
 from tests.model.tiny_models import hf_greedy
 
 
@@ -83,15 +84,15 @@ def test_seeded_sampling_is_reproducible_whatever_shares_the_batch(tiny_model_di
         [[1, 2, 3, 4, 5]], SamplingParams(max_tokens=10, temperature=1.0, seed=43))[0].token_ids
 
 
-def test_a_new_engine_on_a_shared_back_end_starts_clean(tiny_model_dirs):
+def test_a_new_engine_on_shared_weights_starts_clean(tiny_model_dirs):
     config = EngineConfig(model=tiny_model_dirs["llama"], block_size=4, num_blocks=32)
     params = SamplingParams(max_tokens=8, temperature=1.0, seed=7)
     first = LLMEngine(config)
     expected = first.generate([[1, 2, 3]], params)[0].token_ids
-    abandoned = LLMEngine(config, backend=first.backend)
+    abandoned = LLMEngine(config, backend=ModelBackend(config, weights=first.backend.weights))
     abandoned.add_request([1, 2, 3], params)  # req-0, left half done
     abandoned.step()
     abandoned.step()
-    fresh = LLMEngine(config, backend=first.backend)
+    fresh = LLMEngine(config, backend=ModelBackend(config, weights=first.backend.weights))
     assert fresh.generate([[1, 2, 3]], params)[0].token_ids == expected
     assert fresh.backend.kv_cache_bytes == 32 * 4 * fresh.backend.kv_bytes_per_token

@@ -137,13 +137,18 @@ def test_vllm_policy_prepends_hashless_and_appends_hashed():
     assert queue(m) == [2, 3, 4, 5, 6, 7, 8, 9, 1]
 
 
-def test_with_caching_off_everything_goes_to_the_tail():
-    m = KVCacheManager(10, 4, enable_caching=False)
+@pytest.mark.parametrize(("version", "expected"), [
+    ("0.33", [2, 1, 3, 4, 5, 6, 7, 8, 9]),  # every block is hashless: all prepended (tail first)
+    ("0.25", [2, 1, 3, 4, 5, 6, 7, 8, 9]),
+    ("0.23", [3, 4, 5, 6, 7, 8, 9, 2, 1]),  # classic: all appended
+])
+def test_with_caching_off_free_order_follows_the_version(version, expected):
+    m = KVCacheManager(10, 4, enable_caching=False, vllm_version=version)
     a = make_request("a", range(6))
     admit(m, a)
     assert m.block_pool.blocks[1].block_hash is None
     m.free(a)
-    assert queue(m) == [3, 4, 5, 6, 7, 8, 9, 2, 1]
+    assert queue(m) == expected
     assert m.get_computed_blocks(make_request("b", range(6))) == ([], 0)
 
 

@@ -81,3 +81,33 @@ def test_token_figure_shows_physical_ids_only_when_given() -> None:
     plain = token_blocks_figure(*args)
     assert plain.data[1].text[0] == "<b>block 0</b> · aaaa1111"
     assert token_blocks_figure(["abcdefghij"], 4, ["partial"], max_token_chars=4).data[0].text[0] == "abc…"
+
+
+def test_engine_measures_ttft_from_scheduling_and_prefill_apart() -> None:
+    """Time before the engine schedules a request (a page redraw) must not count in its TTFT."""
+    import time
+
+    from engine.config import EngineConfig
+    from engine.llm_engine import LLMEngine
+    from engine.request import SamplingParams
+
+    engine = LLMEngine(EngineConfig(backend="simulator", block_size=4))
+    engine.add_request("a b c d e f g h i", SamplingParams(max_tokens=2), request_id="slow-page")
+    time.sleep(0.2)  # the page redraws before the first step
+    while engine.has_unfinished_requests():
+        engine.step()
+    metrics = engine.metrics["slow-page"]
+    assert metrics.ttft is not None and metrics.ttft >= 0.2  # from arrival: the wait included
+    assert metrics.queue_time is not None and metrics.queue_time >= 0.2
+    assert metrics.scheduled_ttft is not None and metrics.scheduled_ttft < 0.1  # the engine's own reading
+    assert 0 < metrics.prefill_time <= metrics.scheduled_ttft
+    assert metrics.as_dict()["scheduled_ttft_s"] == metrics.scheduled_ttft
+
+
+def test_metrics_line_shows_the_engines_ttft_not_the_time_since_send() -> None:
+    from teaching.playground import metrics_text
+
+    line = metrics_text({"ttft_s": 1.909, "queue_s": 1.85, "scheduled_ttft_s": 0.059, "prefill_s": 0.052,
+                         "prompt_tokens": 153, "cached_tokens": 128, "computed_prefill_tokens": 25, "output_tokens": 3})
+    assert "**TTFT 59 ms**" in line and "prefill forward pass 52 ms" in line
+    assert "1909" not in line

@@ -198,7 +198,7 @@ def test_design_doc_example(policy, after_r0, after_r1, r2_new, r2_evicted) -> N
     assert evicted == r2_evicted
     # Block 4 held A..P (cached in step 2); under vllm it is still in the hash table.
     index = next(i for i, e in enumerate(events) if isinstance(e, BlocksAllocated) and e.request_id == "r2")
-    state = run.timeline().state_at(index + 1)
+    state = run.timeline().state_at(index + 1 + len(r2_evicted))  # the allocation, then its evictions
     assert (state.block_hash[4] is not None) == (policy == "vllm")
 
 

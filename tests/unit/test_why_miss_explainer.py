@@ -55,3 +55,12 @@ def test_partial_tail_of_r2() -> None:
 def test_too_short_to_hit(r2: str) -> None:
     e = verdict(RequestSpec("a b c d"), RequestSpec(r2))
     assert "hit 0 blocks" in e.headline and "no block can hit" in e.headline
+
+
+def test_last_token_block_that_also_differs_is_not_called_a_match() -> None:
+    """r2 differs in its last token: the verdict must not say every block matches."""
+    e = verdict(RequestSpec("a b c d e f g h i j k l"), RequestSpec("a b c d e f g h i j k X"))
+    assert "every full block matches" not in e.headline
+    assert e.headline.startswith("r2 would hit 2 blocks (8 of its 12 tokens): blocks 0-1 match")
+    assert "Block 2 also differs at token 11 ('l' vs 'X')" in e.headline
+    assert any("First differing token: token 11 in block 2" in r for r in e.reasons)

@@ -19,7 +19,8 @@ from viz import (
     legend_html,
     next_eviction,
 )
-from viz.theme import STATE_COLORS
+from viz.hash_table import SELECTED_ROW
+from viz.theme import OUTLINES, STATE_COLORS
 
 
 def index_after(run: ScenarioRun, cls: type, request_id: str) -> int:
@@ -63,7 +64,8 @@ def test_block_grid_highlight_and_tokens(vllm: ScenarioRun) -> None:
     snap = vllm.timeline().state_at(len(vllm.events))
     fig = block_grid(snap, highlight=3, contents=block_contents(vllm.events), token_text=vllm.token_text)
     lines = {s.name: s.line for s in fig.layout.shapes}
-    assert lines["block-3"].color == STATE_COLORS["highlight"] and lines["block-3"].width > lines["block-2"].width
+    assert lines["block-3"].color == OUTLINES["selected"].color and lines["block-3"].dash == "dash"
+    assert lines["block-3"].width > lines["block-2"].width
     assert "tokens: I J K L" in fig.data[0].hovertext[3]
 
 
@@ -121,7 +123,7 @@ def test_hash_table_rows_and_duplicates() -> None:
     fig = hash_table_figure(snap, highlight=rows[0].block_ids[0])
     cells = fig.data[0].cells
     assert list(cells.values[0]) == [r.short_hash for r in rows]
-    assert cells.fill.color[0][0] == STATE_COLORS["highlight"]
+    assert cells.fill.color[0][0] == SELECTED_ROW
 
 
 def test_hash_table_duplicate_entry() -> None:
@@ -168,5 +170,5 @@ def test_big_pools_get_compact_tiles() -> None:
     fig = block_grid(run.timeline().state_at(len(run.events)))
     assert len(fig.layout.shapes) == 64
     assert fig.layout.xaxis.range[1] == 16  # 16 columns, 4 rows
-    assert fig.data[0].text[1] == "<b>1</b>" and "ref count: 0" in fig.data[0].hovertext[1]
+    assert fig.data[0].text[1] == "<b>1</b> #" and "ref count: 0" in fig.data[0].hovertext[1]
     assert fig.layout.height < 400

@@ -6,7 +6,7 @@ import pytest
 
 from teaching.prefix_probe import ProbeResult, RequestSpec, probe_prefix_cache
 from viz.hash_chain import PENDING_FILL, changed_blocks, hash_chain_figure, lookup_text
-from viz.theme import STATE_COLORS
+from viz.theme import OUTLINES, STATE_COLORS
 
 R1 = "system : you are a helpful tutor . user : my dog ate my homework , what should I do now ?"
 R2 = R1.replace("my dog", "my cat")  # token 11, in block 2 (block size 4)
@@ -47,7 +47,7 @@ def test_every_hash_after_the_edit_is_highlighted() -> None:
     fig = hash_chain_figure(result.cached.blocks, result.probe.blocks)
     assert changed_blocks(result.cached.blocks, result.probe.blocks) == [2, 3, 4]
     lines = list(r2_bars(fig).marker.line.color)
-    assert [c == STATE_COLORS["highlight"] for c in lines] == [False, False, True, True, True, False]
+    assert [c == OUTLINES["differs"].color for c in lines] == [False, False, True, True, True, False]
 
 
 def test_step_zero_hides_every_hash_and_frames_reveal_one_block_each() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from viz.theme import STATE_COLORS, STATE_LABELS
+from viz.theme import OUTLINES, STATE_COLORS, state_tag
 from viz.tokens import token_blocks_figure
 
 WORDS = "the cat sat on the mat and then the dog ran".split()  # 11 tokens: 2 full blocks + 3 of 4
@@ -31,21 +31,21 @@ def test_token_texts_and_block_labels() -> None:
     assert list(tokens.text) == WORDS
     assert "token 9: 'dog' (block 2)" == tokens.hovertext[9]
     assert labels.text[0] == "<b>block 0</b> · aaaa1111"
-    assert labels.text[2] == "<b>block 2</b> · never hashed"
-    assert "aaaa1111" * 8 in labels.hovertext[0] and "never cached" in labels.hovertext[2]
+    assert labels.text[2] == "<b>block 2</b> · no hash yet"
+    assert "aaaa1111" * 8 in labels.hovertext[0] and "not full yet" in labels.hovertext[2]
 
 
 def test_legend_lists_the_three_states_from_the_theme() -> None:
     fig = token_blocks_figure(WORDS, 4, ["hit", "computed", "partial"])
     legend = [t for t in fig.data if t.showlegend]
-    assert [t.name for t in legend] == [STATE_LABELS[s] for s in ("hit", "computed", "partial")]
+    assert [t.name for t in legend] == [state_tag(s) for s in ("hit", "computed", "partial")]
     assert [t.marker.color for t in legend] == [STATE_COLORS[s] for s in ("hit", "computed", "partial")]
 
 
 def test_marked_token_is_outlined() -> None:
     fig = token_blocks_figure(WORDS, 4, ["hit", "computed", "partial"], marked_tokens={9})
     cells = token_rects(fig, len(WORDS))
-    assert [c.line.color == STATE_COLORS["highlight"] for c in cells] == [i == 9 for i in range(len(WORDS))]
+    assert [c.line.dash == OUTLINES["differs"].dash for c in cells] == [i == 9 for i in range(len(WORDS))]
 
 
 def test_long_tokens_are_clipped_but_hover_keeps_them() -> None:

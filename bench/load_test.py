@@ -1,0 +1,391 @@
+"""A room of students on one PrefixLab server, without a browser: Streamlit's own websocket protocol.
+
+Starts the app (``streamlit run app.py`` with the repository's ``.streamlit/config.toml``) on a
+loopback port, then opens websocket sessions that speak Streamlit's protocol (``BackMsg`` /
+``ForwardMsg`` protobufs on ``/_stcore/stream``), exactly what a browser tab sends:
+
+* ``--autoplay`` sessions play the lab. With ``--autoplay-mode rests`` (the default) they do what
+  the in-browser lab player leaves to the server: playback runs in the browser, and the player
+  reports its position (one rerun) each time playback rests, here every 5 s. With
+  ``--autoplay-mode ticks`` they press Play and follow the server's ``auto_rerun`` ticks (the
+  server-side autoplay of before), each tick sent only once the previous run has finished;
+* ``--steppers`` sessions press Forward in the lab once a second;
+* ``--playground`` sessions send the preset's questions to the real model, one at a time.
+
+It reports lab-step latency (click -> the run's ``script_finished``), the Playground's time to
+first streamed text (TTFT, against one request on an idle server measured first), ``/_stcore/health``
+latency, websocket drops and the server's RSS. ``--gc-compare`` also measures the server CPU per
+lab step with Streamlit's post-run full GC on and off (model loaded). Everything is bounded: the
+session count, the duration (``--seconds``), and every wait has a timeout.
+
+    python -m bench.load_test --seconds 60            # 10 + 10 + 10 sessions
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+from websockets.typing import Subprotocol
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_TIMEOUT_S = 120.0  # one script run (a Playground answer on a loaded CPU can take a while)
+REST_EVERY_S = 5.0  # how often an autoplaying student's in-browser player reports where it rests
+
+
+# -- one browser tab ------------------------------------------------------------------------------------------
+@dataclass
+class Tab:
+    """A websocket session: sends reruns (with widget triggers), reads what the server draws."""
+
+    base: str
+    page: str = ""
+    query: str = ""
+    conn: ClientConnection | None = None
+    buttons: dict[str, tuple[str, str]] = field(default_factory=dict)  # key part -> (widget id, fragment id)
+    disabled: dict[str, bool] = field(default_factory=dict)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    first_text_at: float | None = None
+    auto_rerun: tuple[float, str] | None = None
+    closed_unexpectedly: bool = False
+    running: bool = True
+
+    async def connect(self) -> None:
+        self.conn = await connect(f"ws://{self.base}/_stcore/stream", open_timeout=30, max_size=64 * 2**20,
+                                  subprotocols=[Subprotocol("streamlit")], ping_interval=None)
+        asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.conn is not None
+        while True:
+            try:
+                raw = await self.conn.recv()
+            except ConnectionClosed:
+                if self.running:
+                    self.closed_unexpectedly = True
+                self.finished.set()
+                return
+            if isinstance(raw, str):
+                continue
+            msg = ForwardMsg()
+            msg.ParseFromString(raw)
+            kind = msg.WhichOneof("type")
+            if kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+                element = msg.delta.new_element
+                which = element.WhichOneof("type")
+                if which == "button":
+                    key = element.button.id.rsplit("-", 1)[-1]
+                    self.buttons[key] = (element.button.id, msg.delta.fragment_id)
+                    self.disabled[key] = element.button.disabled
+                elif which == "markdown" and "▌" in element.markdown.body and self.first_text_at is None:
+                    self.first_text_at = time.monotonic()  # the Playground's first streamed text
+            elif kind == "auto_rerun":
+                self.auto_rerun = (msg.auto_rerun.interval, msg.auto_rerun.fragment_id)
+            elif kind == "script_finished":
+                self.finished.set()
+
+    async def rerun(self, trigger: str | None = None, *, fragment_id: str = "", auto: bool = False) -> float:
+        """One script run (optionally clicking the button whose key is ``trigger``); returns its seconds."""
+        assert self.conn is not None
+        back = BackMsg()
+        state = back.rerun_script
+        state.query_string = self.query
+        state.page_name = self.page
+        state.is_auto_rerun = auto
+        if trigger is not None:
+            widget_id, fragment = self.buttons[trigger]
+            widget = state.widget_states.widgets.add()
+            widget.id = widget_id
+            widget.trigger_value = True
+            fragment_id = fragment_id or fragment
+        state.fragment_id = fragment_id
+        self.finished.clear()
+        self.first_text_at = None
+        start = time.monotonic()
+        await self.conn.send(back.SerializeToString())
+        await asyncio.wait_for(self.finished.wait(), RUN_TIMEOUT_S)
+        if self.closed_unexpectedly:
+            raise ConnectionError("websocket dropped")
+        return time.monotonic() - start
+
+    def close(self) -> None:
+        self.running = False
+        if self.conn is not None:
+            asyncio.get_running_loop().create_task(self.conn.close())
+
+
+# -- the three kinds of student ---------------------------------------------------------------------------------
+@dataclass
+class Results:
+    steps: list[float] = field(default_factory=list)
+    autoplay_ticks: list[float] = field(default_factory=list)
+    ttft: list[float] = field(default_factory=list)
+    requests: list[float] = field(default_factory=list)
+    health: list[float] = field(default_factory=list)
+    drops: int = 0
+    errors: list[str] = field(default_factory=list)
+    rss: list[int] = field(default_factory=list)
+
+
+async def stepper(base: str, results: Results, until: float) -> None:
+    tab = Tab(base, query="scenario=eviction-pressure")
+    await tab.connect()
+    try:
+        await tab.rerun()
+        while time.monotonic() < until:
+            if "nav_forward" in tab.buttons and not tab.disabled.get("nav_forward"):
+                results.steps.append(await tab.rerun("nav_forward"))
+            else:
+                await tab.rerun("nav_start")
+            await asyncio.sleep(1.0)
+    except Exception as exc:  # a drop or a timeout: counted, the others go on
+        results.drops += isinstance(exc, ConnectionError) or tab.closed_unexpectedly
+        results.errors.append(f"stepper: {type(exc).__name__}: {exc}")
+    finally:
+        tab.close()
+
+
+async def autoplayer(base: str, results: Results, until: float, mode: str) -> None:
+    tab = Tab(base, query="scenario=eviction-pressure")
+    await tab.connect()
+    try:
+        await tab.rerun()
+        if mode == "rests":  # the browser plays; the server hears about it when playback rests
+            while time.monotonic() < until:
+                await asyncio.sleep(REST_EVERY_S)
+                results.autoplay_ticks.append(await tab.rerun())
+            return
+        await tab.rerun("play")
+        while time.monotonic() < until:
+            if tab.auto_rerun is None:  # reached the end: play again from the start
+                await tab.rerun("nav_start")
+                await tab.rerun("play")
+                continue
+            interval, fragment = tab.auto_rerun
+            tick = time.monotonic()
+            tab.auto_rerun = None  # the next run says again whether it keeps playing
+            results.autoplay_ticks.append(await tab.rerun(fragment_id=fragment, auto=True))
+            tab.auto_rerun = tab.auto_rerun or (interval, fragment)
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - tick)))
+    except Exception as exc:
+        results.drops += isinstance(exc, ConnectionError) or tab.closed_unexpectedly
+        results.errors.append(f"autoplay: {type(exc).__name__}: {exc}")
+    finally:
+        tab.close()
+
+
+async def playground_request(tab: Tab) -> tuple[float, float]:
+    """Click Send and wait for the answer; returns (TTFT, whole request) in seconds."""
+    start = time.monotonic()
+    total = await tab.rerun("pg_send")
+    if tab.first_text_at is None:
+        raise RuntimeError("no streamed text (was Send disabled, or the request refused?)")
+    ttft = tab.first_text_at - start
+    await tab.rerun()  # the page reruns itself after an answer; wait for Send to be enabled again
+    return ttft, total
+
+
+async def playground_student(base: str, results: Results, until: float, delay: float) -> None:
+    tab = Tab(base, page="playground")
+    await tab.connect()
+    try:
+        await tab.rerun()
+        await asyncio.sleep(delay)
+        while time.monotonic() < until:
+            ttft, total = await playground_request(tab)
+            results.ttft.append(ttft)
+            results.requests.append(total)
+            await asyncio.sleep(2.0)
+    except Exception as exc:
+        results.drops += isinstance(exc, ConnectionError) or tab.closed_unexpectedly
+        results.errors.append(f"playground: {type(exc).__name__}: {exc}")
+    finally:
+        tab.close()
+
+
+async def health_checker(base: str, results: Results, until: float, server: psutil.Process) -> None:
+    loop = asyncio.get_running_loop()
+    while time.monotonic() < until:
+        start = time.monotonic()
+        try:
+            await loop.run_in_executor(None, lambda: urllib.request.urlopen(f"http://{base}/_stcore/health", timeout=30).read())
+            results.health.append(time.monotonic() - start)
+        except Exception as exc:
+            results.errors.append(f"health: {exc}")
+        results.rss.append(sum(p.memory_info().rss for p in [server, *server.children(recursive=True)]))
+        await asyncio.sleep(1.0)
+
+
+# -- the server ---------------------------------------------------------------------------------------------------
+def start_server(port: int, post_script_gc: bool) -> subprocess.Popen:
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+               "--server.address", "127.0.0.1", "--runner.postScriptGC", str(post_script_gc).lower()]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).read()
+            return process
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError("the server did not start")
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+async def step_cpu(base: str, server: psutil.Process, steps: int = 15) -> float:
+    """Server CPU seconds per lab step, one session stepping alone (the model already loaded)."""
+    tab = Tab(base, query="scenario=eviction-pressure")
+    await tab.connect()
+    await tab.rerun()
+    await tab.rerun()
+    before = server.cpu_times()
+    for _ in range(steps):
+        await tab.rerun("nav_forward")
+    after = server.cpu_times()
+    tab.close()
+    return (after.user + after.system - before.user - before.system) / steps
+
+
+async def unloaded_ttft(base: str, repeats: int = 3) -> list[float]:
+    """The Playground's TTFT with nobody else on the server (the first request also loads the model)."""
+    tab = Tab(base, page="playground")
+    await tab.connect()
+    await tab.rerun()
+    await playground_request(tab)  # loads the model, warms up
+    samples = []
+    for _ in range(repeats):
+        await asyncio.sleep(1.0)
+        samples.append((await playground_request(tab))[0])
+    tab.close()
+    return samples
+
+
+def full_gc_ms_with_the_model() -> tuple[float, float]:
+    """CPU ms of one full ``gc.collect()`` with the model loaded: as it is, and after ``gc.freeze()``.
+
+    This is what Streamlit's post-run GC costs on every script run of every session; ``ui.model``
+    freezes the heap after loading the model, and the config turns the post-run GC off.
+    """
+    import gc
+
+    from engine.model.loader import load_model
+    from engine.model.runner import pick_device, pick_dtype
+
+    device = pick_device("auto")
+    load_model("smollm2-135m-instruct", pick_dtype(None, device), device)
+
+    def collect_ms() -> float:
+        start = time.process_time()
+        gc.collect(2)
+        return (time.process_time() - start) * 1000
+
+    collect_ms()
+    before = min(collect_ms() for _ in range(3))
+    gc.freeze()
+    after = min(collect_ms() for _ in range(3))
+    gc.unfreeze()
+    return before, after
+
+
+async def gc_compare(port: int) -> dict[str, float]:
+    result = {}
+    for gc_on in (True, False):
+        server = start_server(port, gc_on)
+        try:
+            base = f"127.0.0.1:{port}"
+            await unloaded_ttft(base, repeats=0)  # the model is on the heap, as in class
+            result[f"post-run GC {'on' if gc_on else 'off'}"] = await step_cpu(base, psutil.Process(server.pid))
+        finally:
+            stop_server(server)
+    return result
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    port = args.port
+    if args.gc_compare:
+        before, after = full_gc_ms_with_the_model()
+        print(f"one full GC with the model loaded: {before:.0f} ms of CPU; after gc.freeze(): {after:.0f} ms")
+        for label, seconds in (await gc_compare(port)).items():
+            print(f"server CPU per lab step (model loaded, heap frozen), {label}: {seconds * 1000:.0f} ms")
+    server = start_server(port, post_script_gc=False)
+    base = f"127.0.0.1:{port}"
+    try:
+        alone = await unloaded_ttft(base)
+        print(f"unloaded Playground TTFT: median {statistics.median(alone):.2f} s ({', '.join(f'{s:.2f}' for s in alone)})")
+        results = Results()
+        until = time.monotonic() + args.seconds
+        proc = psutil.Process(server.pid)
+        tasks = [health_checker(base, results, until, proc)]
+        tasks += [autoplayer(base, results, until, args.autoplay_mode) for _ in range(args.autoplay)]
+        tasks += [stepper(base, results, until) for _ in range(args.steppers)]
+        tasks += [playground_student(base, results, until, delay=i * 0.7) for i in range(args.playground)]
+        await asyncio.wait_for(asyncio.gather(*tasks), args.seconds + RUN_TIMEOUT_S + 30)
+        load = os.getloadavg()
+        ttft_ratio = pct(results.ttft, 0.95) / statistics.median(alone)
+        print(f"\n{args.autoplay} autoplaying ({args.autoplay_mode}) + {args.steppers} stepping + {args.playground} Playground sessions, "
+              f"{args.seconds} s, machine load average {load[0]:.1f} ({os.cpu_count()} cores)")
+        print(f"lab step latency: p50 {pct(results.steps, .5):.2f} s, p95 {pct(results.steps, .95):.2f} s "
+              f"({len(results.steps)} steps)")
+        print(f"autoplay rerun: p50 {pct(results.autoplay_ticks, .5):.2f} s, p95 {pct(results.autoplay_ticks, .95):.2f} s "
+              f"({len(results.autoplay_ticks)} ticks)")
+        print(f"Playground TTFT: p50 {pct(results.ttft, .5):.2f} s, p95 {pct(results.ttft, .95):.2f} s "
+              f"= {ttft_ratio:.1f}x unloaded ({len(results.ttft)} requests; whole request p50 {pct(results.requests, .5):.2f} s)")
+        print(f"health check: p50 {pct(results.health, .5) * 1000:.0f} ms, p95 {pct(results.health, .95) * 1000:.0f} ms")
+        print(f"websocket drops: {results.drops}; server RSS max {max(results.rss) / 2**30:.2f} GiB")
+        for error in results.errors[:10]:
+            print("  error:", error)
+    finally:
+        stop_server(server)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=8451)
+    parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--autoplay", type=int, default=10)
+    parser.add_argument("--steppers", type=int, default=10)
+    parser.add_argument("--playground", type=int, default=10)
+    parser.add_argument("--autoplay-mode", choices=["rests", "ticks"], default="rests",
+                        help="rests: the in-browser player's position reports; ticks: server-side autoplay")
+    parser.add_argument("--gc-compare", action="store_true", help="also measure server CPU per lab step, GC on vs off")
+    args = parser.parse_args()
+    for name in ("autoplay", "steppers", "playground"):
+        if not 0 <= getattr(args, name) <= 50:
+            parser.error(f"--{name} must be 0..50 (this is a bounded test)")
+    if not 5 <= args.seconds <= 600:
+        parser.error("--seconds must be 5..600")
+    asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""``ModelWeights``: what engines may share, the read-only half of the model back end.
+
+A forward pass only *reads* the weights, so one copy can serve any number of engines (one
+per browser session, a cache-on and a cache-off engine side by side). What a forward pass
+*writes* is the KV cache, and that belongs to exactly one engine: each
+:class:`~engine.model.runner.ModelBackend` allocates its own pages once, for the engine
+that owns it. Share a ``ModelWeights``, never a ``ModelBackend``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.model.gpt2 import GPT2Forward
+from engine.model.llama import LlamaForward
+from engine.model.loader import LoadedModel
+from engine.model.tokenizer import TextTokenizer
+
+
+def context_length(config: object) -> int:
+    """Longest sequence the model handles; a sliding window, when used, caps it (we attend fully)."""
+    length = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or 2048
+    window = getattr(config, "sliding_window", None)
+    if window and getattr(config, "use_sliding_window", True):
+        length = min(length, window)
+    return length
+
+
+def model_forward(hf_model: object, max_model_len: int) -> LlamaForward | GPT2Forward:
+    """Our forward pass for the model's architecture (the loader already checked it is supported)."""
+    if hf_model.config.model_type == "gpt2":  # type: ignore[attr-defined]
+        return GPT2Forward(hf_model, max_model_len)
+    return LlamaForward(hf_model, max_model_len)
+
+
+class ModelWeights:
+    """A loaded model and our forward pass over it; holds no per-request or per-engine state."""
+
+    def __init__(self, loaded: LoadedModel) -> None:
+        self.loaded = loaded
+        self.hf_model = loaded.hf_model  # kept for its weights (and as the tests' oracle)
+        parameter = next(self.hf_model.parameters())
+        self.device: torch.device = parameter.device  # the weights decide where the pages go
+        self.dtype: torch.dtype = parameter.dtype
+        self.tokenizer = None if loaded.tokenizer is None else TextTokenizer(loaded.tokenizer)
+        self.eos_token_ids = loaded.eos_token_ids
+        self.vocab_size: int = self.hf_model.config.vocab_size
+        self.max_model_len = context_length(self.hf_model.config)
+        self.model = model_forward(self.hf_model, self.max_model_len)
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """K and V, every layer: 2 x layers x kv_heads x head_dim x bytes per element."""
+        m = self.model
+        return 2 * m.num_layers * m.num_kv_heads * m.head_dim * torch.empty((), dtype=self.dtype).element_size()
