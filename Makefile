@@ -33,5 +33,5 @@ lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: install-dev browser
+test: install-dev browser lint
 	$(PY) -m pytest

@@ -68,10 +68,11 @@ def ttft_run(weights: ModelWeights, caching: bool, prompts: list[list[int]]) -> 
     engine = fresh_engine(weights, caching)
     ttfts, prompt_tokens, computed = [], [], []
     for prompt in prompts:
-        out = engine.generate([prompt], SamplingParams(max_tokens=1))[0]
-        ttfts.append(out.metrics.ttft)
-        prompt_tokens.append(out.metrics.num_prompt_tokens)
-        computed.append(out.metrics.num_computed_prefill_tokens)
+        metrics = engine.generate([prompt], SamplingParams(max_tokens=1))[0].metrics
+        assert metrics is not None and metrics.ttft is not None, "a finished request has its metrics"
+        ttfts.append(metrics.ttft)
+        prompt_tokens.append(metrics.num_prompt_tokens)
+        computed.append(metrics.num_computed_prefill_tokens)
     return {
         "ttft_all": statistics.mean(ttfts), "ttft_warm": statistics.mean(ttfts[1:]),
         "prompt_all": sum(prompt_tokens), "computed_all": sum(computed),
@@ -135,7 +136,7 @@ def main() -> None:
     # Warm-up: the first forward pass pages the weights in and sets up kernels; time none of that.
     fresh_engine(backend.weights, True).generate([prompts[0]], SamplingParams(max_tokens=2))
 
-    ttft = {True: [], False: []}
+    ttft: dict[bool, list[dict[str, float]]] = {True: [], False: []}
     seconds: dict[str, list[float]] = {"on": [], "off": [], "hf": []}
     tokens: dict[str, list[list[int]]] = {}
     engine_peak_rss = 0

@@ -36,6 +36,7 @@ def generate(args: argparse.Namespace) -> int:
     print(output.text)
     print(file=sys.stderr)
     print(f"finish: {output.finish_reason}", file=sys.stderr)
+    assert output.metrics is not None, "generate() fills every output's metrics"
     for key, value in output.metrics.as_dict().items():
         shown = f"{value:.3f}" if isinstance(value, float) else value
         print(f"{key}: {shown}", file=sys.stderr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from engine.config import EngineConfig
 from engine.events import BlockRemoved
@@ -87,7 +88,7 @@ def _result(key: str, label: str, engine: LLMEngine) -> PolicyResult:
     )
 
 
-def _engine(caching: bool, policy: str, num_blocks: int, block_size: int, **extra: int) -> LLMEngine:
+def _engine(caching: bool, policy: str, num_blocks: int, block_size: int, **extra: Any) -> LLMEngine:
     return LLMEngine(EngineConfig(backend="simulator", num_blocks=num_blocks, block_size=block_size,
                                   enable_prefix_caching=caching, free_policy=policy, **extra))
 

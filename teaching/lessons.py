@@ -179,9 +179,10 @@ def _check_plain_yaml(root: yaml.Node, path: Path) -> None:
             stack.extend(node.value)
 
 
-def _scenario_first_line(node: yaml.ScalarNode) -> int:
+def _scenario_first_line(node: yaml.Node) -> int:
     """File line of scenario line 1: the line after ``scenario: |``, or the key's own line."""
-    return _node_line(node) + (1 if node.style in ("|", ">") else 0)
+    block_style = isinstance(node, yaml.ScalarNode) and node.style in ("|", ">")
+    return _node_line(node) + (1 if block_style else 0)
 
 
 def _resolve_after(raw: yaml.Node, lesson: Lesson, path: Path) -> tuple[int, str]:

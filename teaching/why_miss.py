@@ -111,8 +111,8 @@ def explain(result: ProbeResult) -> MissExplanation:
     elif lookup.stop_reason == "the last token is always recomputed":
         cause = _last_token_cause(result, cap, n)
     elif lookup.stop_reason == "the partial tail block is never cached":
-        tail = "the last token sits" if n % bs == 1 else f"the last {n % bs} tokens sit"
-        cause = f"every full block hit; {tail} in a partial block, which is never cached"
+        sits = "the last token sits" if n % bs == 1 else f"the last {n % bs} tokens sit"
+        cause = f"every full block hit; {sits} in a partial block, which is never cached"
     elif lookup.stop_reason == "no full block to look up":
         cause = f"r2 has only {_plural(n, 'token')}, so no block can hit ((num_tokens - 1) // block_size = 0)"
     else:
