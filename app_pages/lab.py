@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from engine.vllm_versions import FREE_POLICY_NOTES, FREE_POLICY_VERSIONS
 from teaching.lab import EvictionQuestion, next_eviction_question, question_text, verdict
 from teaching.scenario import ScenarioError, ScenarioRun
 from teaching.scenario_library import builtin_titles
@@ -18,11 +19,6 @@ from ui.settings import current_settings
 from ui.state import CUSTOM, get_runs, init_lab_state, scenario_text, take_player_value, write_url
 from ui.style import LAB_CSS, PROJECTOR_CSS
 from ui.text import plain_md
-
-POLICY_NOTES = {
-    "vllm": "hashless blocks → head, hashed → tail",
-    "classic": "every freed block → tail",
-}
 
 
 # -- callbacks (run before the script, so they may set any state) -------------------------------------
@@ -111,7 +107,7 @@ def main() -> None:
             st.code(scenario.text, language=None, line_numbers=True)
         a1.page_link("app_pages/scenario_editor.py", label="Write a scenario", icon=":material/edit_note:")
         t1, t2, t3 = st.columns([1, 1, 0.8], vertical_alignment="center")
-    t1.toggle("vLLM vs classic", key=mirror("lab_compare"), on_change=copy_back("lab_compare"),
+    t1.toggle("Compare versions", key=mirror("lab_compare"), on_change=copy_back("lab_compare"),
               help="Both free-queue rules on the same trace, their free queues side by side")
     t2.toggle("Predict the victim", key=mirror("lab_predict"), on_change=on_predict_change, args=(primary,))
     t3.toggle("Projector", key=mirror("lab_projector"), on_change=copy_back("lab_projector"),
@@ -124,8 +120,8 @@ def main() -> None:
     lab_player(
         runs, settings.free_policy, step=st.session_state["lab_pos"], block=st.session_state["lab_block"],
         settings_key=settings_key, compare_with=other,
-        labels=(settings.free_policy, other or ""),
-        notes=(POLICY_NOTES[settings.free_policy], POLICY_NOTES.get(other or "", "")),
+        labels=(FREE_POLICY_VERSIONS[settings.free_policy], FREE_POLICY_VERSIONS.get(other or "", "")),
+        notes=(FREE_POLICY_NOTES[settings.free_policy], FREE_POLICY_NOTES.get(other or "", "")),
         projector=projector, locked=predicting, ack=st.session_state.get("_lab_player_nonce"),
     )
     write_url(settings)

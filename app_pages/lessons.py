@@ -15,6 +15,7 @@ from pathlib import Path
 import streamlit as st
 
 from engine.timeline import block_contents, hit_blocks
+from engine.vllm_versions import FREE_POLICY_NOTES, FREE_POLICY_VERSIONS
 from teaching import lesson_flow as flow
 from teaching.lesson_measure import measure_ttft, real_model_available
 from teaching.lessons import Lesson, LessonError, answer_question, load_lessons
@@ -27,10 +28,6 @@ from viz.theme import STATE_COLORS
 
 LESSONS_DIR = Path(os.environ.get("PREFIXLAB_LESSONS_DIR", Path(__file__).resolve().parent.parent / "lessons"))
 PLOT_CONFIG = {"displayModeBar": False, "staticPlot": False}
-POLICY_NOTES = {
-    "vllm": "vLLM ≥ 0.24: hashless blocks → head, hashed → tail",
-    "classic": "vLLM ≤ 0.23: every freed block → tail",
-}
 PROSE_HEIGHT = 250  # px: the lesson's text scrolls in its own box, so the stepping starts on the first screen
 CSS = f"""<style>
 [data-testid=stMainBlockContainer]{{padding:2.2rem 1.5rem 2rem 1.5rem;max-width:1400px}}
@@ -244,7 +241,7 @@ def scenario_section(lesson: Lesson) -> None:
         st.caption("Blocks with a thick solid outline are the ones this line allocated or hit.")
         for policy, run in runs.items():
             if len(runs) > 1:
-                st.markdown(f"**{policy}** · {POLICY_NOTES[policy]}")
+                st.markdown(f"**{FREE_POLICY_VERSIONS[policy]}** · {FREE_POLICY_NOTES[policy]}")
             policy_views(lesson, run, position, policy, narrow=True)
 
 

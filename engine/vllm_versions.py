@@ -17,6 +17,12 @@ from engine.errors import ConfigError
 #: How ``BlockPool.free_blocks`` orders freed blocks: ``"vllm"`` (>= 0.24) sends blocks
 #: without a hash to the head and hashed ones to the tail; ``"classic"`` appends them all.
 FREE_POLICIES = ("vllm", "classic")
+#: The two free rules as the app names them: which versions follow each, and what the rule does.
+FREE_POLICY_VERSIONS: dict[str, str] = {"vllm": "vLLM ≥ 0.24", "classic": "vLLM ≤ 0.23"}
+FREE_POLICY_NOTES: dict[str, str] = {
+    "vllm": "hashless blocks → head, hashed → tail",
+    "classic": "every freed block → tail",
+}
 
 #: When prefix-cache stats count a request: at each lookup, or once it is admitted.
 STATS_AT_LOOKUP = "lookup"

@@ -13,12 +13,10 @@ import streamlit as st
 
 from engine.hashing import HASH_FUNCTIONS, resolve_seed
 from engine.kv_cache import FREE_POLICIES
+from engine.vllm_versions import FREE_POLICY_NOTES, FREE_POLICY_VERSIONS
 from ui.persist import copy_back, mirror
 
-POLICY_HELP = {
-    "vllm": "vLLM ≥ 0.24: blocks without a hash go to the head of the free queue (reused first), hashed blocks to the tail.",
-    "classic": "vLLM ≤ 0.23 (and the design doc's figures): every freed block goes to the tail.",
-}
+POLICY_HELP = {policy: f"{FREE_POLICY_VERSIONS[policy]}: {FREE_POLICY_NOTES[policy]}." for policy in FREE_POLICIES}
 HASH_ALGOS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
 DEFAULTS: dict[str, object] = {"cfg_block_size": None, "cfg_num_blocks": None, "cfg_policy": "vllm", "cfg_hash_algo": "sha256"}
 
@@ -61,8 +59,9 @@ def render_sidebar() -> LabSettings:
                         key=mirror("cfg_num_blocks"), on_change=copy_back("cfg_num_blocks"),
                         placeholder="from the scenario",
                         help="Empty: use the scenario's own `blocks`. Block 0 is the null block, never used.")
-        st.radio("Free policy", list(FREE_POLICIES), key=mirror("cfg_policy"), on_change=copy_back("cfg_policy"),
-                 horizontal=True, help="\n\n".join(f"**{k}**: {v}" for k, v in POLICY_HELP.items()))
+        st.radio("Free rule (vLLM version)", list(FREE_POLICIES), key=mirror("cfg_policy"), on_change=copy_back("cfg_policy"),
+                 format_func=FREE_POLICY_VERSIONS.__getitem__, horizontal=True,
+                 help="\n\n".join(f"**{k}**: {v}" for k, v in POLICY_HELP.items()))
         st.selectbox("Hash algorithm", algos, key=mirror("cfg_hash_algo"), on_change=copy_back("cfg_hash_algo"))
         settings = current_settings()
         _seed, why = resolve_seed(settings.hash_algo, None)

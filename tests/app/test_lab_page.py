@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
+from engine.vllm_versions import FREE_POLICY_VERSIONS
 from teaching.scenario_library import DEFAULT_SCENARIO
 from tests.app.conftest import markdown_text, new_app, player
 
@@ -83,7 +84,7 @@ def test_compare_sends_both_policies_aligned() -> None:
     at.toggle(key="_w_lab_compare").set_value(True).run()
     assert not at.exception
     args = player(at)
-    assert args["labels"] == ["classic", "vllm"]
+    assert args["labels"] == [FREE_POLICY_VERSIONS["classic"], FREE_POLICY_VERSIONS["vllm"]]
     align = args["other"]["align"]
     assert len(align) == len(args["data"]["frames"])
     classic, vllm = args["data"]["frames"][35], args["other"]["data"]["frames"][align[35]]

@@ -39,13 +39,13 @@ def test_keys_step_with_a_running_transition(page, app_url) -> None:  # type: ig
     frame = player_frame(page)
     assert pos(frame) == 0
     # After clicking a toggle (focus on a Streamlit switch) the arrow keys still step the lab.
-    page.get_by_text("vLLM vs classic").click()
+    page.get_by_text("Compare versions").click()
     wait_idle(page)
     frame = player_frame(page)
     page.keyboard.press("ArrowRight")
     page.wait_for_timeout(200)
     assert pos(frame) == 1, "→ did nothing after clicking a toggle"
-    page.get_by_text("vLLM vs classic").click()  # off again
+    page.get_by_text("Compare versions").click()  # off again
     wait_idle(page)
     frame = player_frame(page)
     step_until(page, frame, "ArrowRight", 3)
