@@ -68,7 +68,7 @@ def test_every_page_in_the_navigation_loads(page, app_url) -> None:  # type: ign
 
 
 def test_lab_steps_forward_and_back_with_the_keyboard(page, app_url) -> None:  # type: ignore[no-untyped-def]
-    open_page(page, app_url)
+    open_page(page, f"{app_url}/lab")
     frame = player(page)
     start, total = current_event(frame)
     assert start == 0 and total > 5

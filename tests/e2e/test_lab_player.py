@@ -116,7 +116,7 @@ def test_projector_fits_one_screen(browser, app_url) -> None:  # type: ignore[no
 
 def test_forward_has_the_focus_and_no_deploy_button(page, app_url) -> None:  # type: ignore[no-untyped-def]
     """The lab opens with Forward focused (no Tab stop before it); Streamlit's Deploy button is hidden."""
-    open_page(page, app_url)
+    open_page(page, f"{app_url}/lab")
     frame = player_frame(page)
     page.wait_for_timeout(500)
     assert frame.evaluate("() => document.activeElement && document.activeElement.id") == "fwd"
