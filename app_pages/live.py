@@ -144,9 +144,9 @@ def live_mode(decode: Decode | None) -> None:
     st.text_area("Servers, one per line: NAME EVENTS REPLAY HTTP", key="live_servers", height=80,
                  help="vLLM: start it with --kv-events-config '{\"enable_kv_cache_events\":true,\"publisher\":\"zmq\","
                       "\"endpoint\":\"tcp://*:5557\",\"replay_endpoint\":\"tcp://*:5558\"}'. `-` leaves a field out.")
-    c1, c2, _ = st.columns([1, 1, 4])
-    c1.button("Connect", type="primary", on_click=on_connect, key="live_connect", icon=":material/sensors:")
-    c2.button("Disconnect", on_click=stop_session, key="live_disconnect", disabled=s.get("live_session") is None)
+    c1, c2, _ = st.columns([1.4, 1.4, 3], vertical_alignment="center")  # room for the label at 1024 px
+    c1.button("Connect", type="primary", on_click=on_connect, key="live_connect", icon=":material/sensors:", width="stretch")
+    c2.button("Disconnect", on_click=stop_session, key="live_disconnect", disabled=s.get("live_session") is None, width="stretch")
     if s.get("live_error"):
         st.error(s["live_error"])
     session: LiveSession | None = s.get("live_session")
