@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from openai import AsyncOpenAI, OpenAI
@@ -102,7 +103,9 @@ def test_async_client_streaming_and_not(smol_server):
         await api.close()
         return whole.choices[0].message.content or "", "".join(parts)
 
-    whole, streamed = asyncio.run(run())
+    # In a thread of its own: the browser tests' Playwright keeps an event loop running on this one.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        whole, streamed = pool.submit(asyncio.run, run()).result()
     assert whole and whole == streamed
 
 
