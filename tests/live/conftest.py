@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORDINGS = next((folder for folder in (ROOT / "tests" / "fixtures" / "vllm-kv-events",
                                          ROOT.parent / "shared" / "fixtures" / "vllm-kv-events") if folder.is_dir()),
                   ROOT / "tests" / "fixtures" / "vllm-kv-events")
-#: The ports this test folder may use (each helper of the project has its own range).
+#: The ports this test folder may use (each test folder has its own range, so folders never collide).
 ZMQ_PORTS = range(5700, 5800)
 HTTP_PORTS = range(8200, 8300)
 
