@@ -123,10 +123,15 @@
     if (f.fq.length) {
       const firstCached = f.fq.find((b) => f.hash[b] !== null);
       const head = f.fq[0];
+      let taken = { row: -1, right: 0 };  // the previous mark, so two on one row never overlap
       const put = (b, text) => { const i = f.fq.indexOf(b);
-        const m = label(text, Math.floor(i / S.perRow) * (L.pitch + L.markH), "mark");
-        const left = S.labelW + (i % S.perRow) * L.pitch;  // over its block, but never past the panel's edge
-        m.style.left = Math.max(0, Math.min(left, flow.clientWidth - m.offsetWidth)) + "px"; };
+        const row = Math.floor(i / S.perRow);
+        const m = label(text, row * (L.pitch + L.markH), "mark");
+        let left = S.labelW + (i % S.perRow) * L.pitch;  // over its block, but never past the panel's edge
+        if (row === taken.row) left = Math.max(left, taken.right + 6);
+        left = Math.max(0, Math.min(left, flow.clientWidth - m.offsetWidth));
+        m.style.left = left + "px";
+        taken = { row, right: left + m.offsetWidth }; };
       if (firstCached === undefined || firstCached === head) put(head, "next ▼");
       else { put(head, "reused ▼"); put(firstCached, "evicted ▼"); }
     }
