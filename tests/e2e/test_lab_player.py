@@ -126,4 +126,4 @@ def test_forward_has_the_focus_and_no_deploy_button(page, app_url) -> None:  # t
     page.wait_for_timeout(200)
     assert pos(frame) == 1
     frame.click("#log summary")  # the event log follows the player
-    assert "ARRIVE" in frame.inner_text("#log-lines")
+    frame.wait_for_function("() => document.querySelector('#log-lines').innerText.includes('ARRIVE')", timeout=10_000)
