@@ -23,14 +23,9 @@ from typing import Any
 import msgspec
 
 from engine import events as engine_events
-from engine.hashing import external_block_hash
 
 #: What vLLM calls ``ExternalBlockHash``: an int (the default) or the raw digest bytes.
 ExternalBlockHash = bytes | int
-
-#: PrefixLab has one KV-cache group, of plain full attention (vLLM's group 0 in that case).
-KV_CACHE_GROUP_IDX = 0
-KV_CACHE_SPEC_KIND = "full_attention"
 
 
 class EventBatch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
@@ -52,7 +47,7 @@ class BlockStored(KVCacheEvent):
     parent_block_hash: ExternalBlockHash | None
     token_ids: list[int]
     block_size: int
-    lora_id: int | None  # deprecated in vLLM in favour of lora_name; always None here
+    lora_id: int | None  # deprecated in vLLM in favour of lora_name, still published
     medium: str | None
     lora_name: str | None
     extra_keys: list[tuple[Any, ...] | None] | None = None  # one entry per block, untagged
@@ -79,6 +74,7 @@ class AllBlocksCleared(KVCacheEvent):
 
 
 WireEvent = BlockStored | BlockRemoved | AllBlocksCleared
+WIRE_TYPES: dict[str, type[WireEvent]] = {t.__name__: t for t in (BlockStored, BlockRemoved, AllBlocksCleared)}
 
 
 class KVEventBatch(EventBatch):
@@ -86,31 +82,15 @@ class KVEventBatch(EventBatch):
 
 
 def to_wire(event: engine_events.Event) -> WireEvent | None:
-    """vLLM's struct for one PrefixLab event; ``None`` for teaching-only events."""
-    if isinstance(event, engine_events.BlockStored):
-        parent = event.parent_block_hash
-        return BlockStored(
-            block_hashes=[external_block_hash(h) for h in event.block_hashes],
-            parent_block_hash=None if parent is None else external_block_hash(parent),
-            token_ids=list(event.token_ids),
-            block_size=event.block_size,
-            lora_id=None,
-            medium=event.medium,
-            lora_name=event.lora_name,
-            # Per-block extra keys, when the engine event carries them.
-            extra_keys=getattr(event, "extra_keys", None),
-            group_idx=KV_CACHE_GROUP_IDX,
-            kv_cache_spec_kind=KV_CACHE_SPEC_KIND,
-        )
-    if isinstance(event, engine_events.BlockRemoved):
-        return BlockRemoved(
-            block_hashes=[external_block_hash(h) for h in event.block_hashes],
-            medium=event.medium,
-            group_idx=KV_CACHE_GROUP_IDX,
-        )
-    if isinstance(event, engine_events.AllBlocksCleared):
-        return AllBlocksCleared()
-    return None
+    """vLLM's struct for one PrefixLab event; ``None`` for teaching-only events.
+
+    The fields come from the event's own ``published()`` (one home for what vLLM publishes, the
+    same form the differential tests compare byte for byte against vLLM's encoder).
+    """
+    wire_type = WIRE_TYPES.get(type(event).__name__)
+    if wire_type is None or not isinstance(event, engine_events.KV_EVENT_TYPES):
+        return None
+    return wire_type(**event.published())
 
 
 def make_batch(
