@@ -58,6 +58,12 @@ class VllmVersion:
         return [(rule, value, self.why[rule]) for rule, value in values.items()]
 
 
+#: Reasons shared by several versions (the rule did not change between them).
+_WHY_PLAIN_EXTRA_KEYS = "The LoRA name and the cache salt go into the hash as bare strings."
+_WHY_RANDOM_SEED = "NONE_HASH is os.urandom(32) unless PYTHONHASHSEED is set, so hashes differ per process."
+_WHY_WATERMARK = "int(watermark * num_blocks) blocks stay free when admitting a waiting/preempted request, but only while some request is already running."
+
+
 _V023 = VllmVersion(
     name="0.23",
     wheel="0.23.0",
@@ -73,8 +79,8 @@ _V023 = VllmVersion(
         "free_policy": "free_blocks appends every block reaching ref 0: pure LRU, even for blocks that can never be hit.",
         "watermark": "KVCacheManager has no watermark: a waiting request may take the last free block.",
         "stats_counted_at": "get_computed_blocks records a query on every lookup (skipped when caching is off or the request skips the cache).",
-        "tagged_extra_keys": "The LoRA name and the cache salt go into the hash as bare strings.",
-        "fixed_default_seed": "NONE_HASH is os.urandom(32) unless PYTHONHASHSEED is set, so hashes differ per process.",
+        "tagged_extra_keys": _WHY_PLAIN_EXTRA_KEYS,
+        "fixed_default_seed": _WHY_RANDOM_SEED,
         "array_like_events": "KVCacheEvent is an array_like msgspec struct: events travel as msgpack arrays.",
     },
 )
@@ -92,10 +98,10 @@ _V025 = VllmVersion(
     array_like_events=False,
     why={
         "free_policy": "A block without a hash can never be hit, so free_blocks prepends it (reuse it first) and appends hashed ones (LRU); with caching off every block is hashless.",
-        "watermark": "int(watermark * num_blocks) blocks stay free when admitting a waiting/preempted request, but only while some request is already running.",
+        "watermark": _WHY_WATERMARK,
         "stats_counted_at": "get_computed_blocks records a query on every lookup, so a request that waits several steps is counted several times.",
-        "tagged_extra_keys": "The LoRA name and the cache salt go into the hash as bare strings.",
-        "fixed_default_seed": "NONE_HASH is os.urandom(32) unless PYTHONHASHSEED is set, so hashes differ per process.",
+        "tagged_extra_keys": _WHY_PLAIN_EXTRA_KEYS,
+        "fixed_default_seed": _WHY_RANDOM_SEED,
         "array_like_events": "KV events are msgpack maps (field names included), so new fields can be added.",
     },
 )
@@ -113,7 +119,7 @@ _V033 = VllmVersion(
     array_like_events=False,
     why={
         "free_policy": "free_blocks prepends blocks without a hash (or every block when caching is off) and appends hashed ones.",
-        "watermark": "int(watermark * num_blocks) blocks stay free when admitting a waiting/preempted request, but only while some request is already running.",
+        "watermark": _WHY_WATERMARK,
         "stats_counted_at": "The scheduler records the lookup once the request is admitted, so a lookup that could not be scheduled is not counted.",
         "tagged_extra_keys": "Extra keys say where they come from, ('lora', name, path) and ('cache_salt', salt): re-pointing a LoRA name at another adapter no longer reuses its KV.",
         "fixed_default_seed": "sha256 cannot be steered into collisions, so NONE_HASH comes from the fixed seed 'vllm-none-hash' and hashes match across processes; xxhash keeps a secret random seed.",
