@@ -8,10 +8,18 @@ are simply read from the pages.
 
 Two paths, both one kernel call per group rather than per token:
 
-* **decodes** (one new token each) are attended all together: their block tables are padded to
-  the longest, the pages gathered into ``[requests, context, ...]``, and padded keys masked out;
+* **decodes** (one new token each) are attended all together. Usually their block tables are
+  padded to the longest, the pages gathered into ``[requests, context, ...]``, and padded keys
+  masked out. When the requests share most of their context (a common system prompt, the case
+  prefix caching is for), gathering it once per request would copy the same blocks again and
+  again; then the *union* of their blocks is gathered once and each request's query is masked to
+  its own blocks (softmax attention does not care in which order the keys come). vLLM's cascade
+  attention exploits the same sharing.
 * **prefill chunks** (several new tokens) run one request at a time; a prefill from position 0
   needs no cache read at all (its keys are exactly this step's keys).
+
+Grouped-query attention (fewer K/V heads than query heads) never repeats K/V: the query heads that
+share a K/V head are laid out as more query rows of that head (:func:`rows_per_kv_head`).
 """
 
 from __future__ import annotations
@@ -42,12 +50,19 @@ class SequenceSlice:
 
 @dataclass
 class DecodeBatch:
-    """All one-token requests of the step, attended in one call."""
+    """All one-token requests of the step, attended in one call.
+
+    Padded (``shared_blocks`` is None): ``block_tables`` ``[num_decodes, max_blocks]`` padded with
+    block 0 (the pool's null block), ``key_mask`` ``[num_decodes, 1, 1, max_blocks * block_size]``.
+    Shared context: ``shared_blocks`` ``[num_blocks]`` is the union of their blocks, gathered once,
+    and ``key_mask`` ``[num_decodes, num_blocks * block_size]`` says which of those keys each sees.
+    """
 
     rows: torch.Tensor  # [num_decodes] their rows in the packed batch
-    block_tables: torch.Tensor  # [num_decodes, max_blocks], padded with block 0 (the pool's null block)
-    key_mask: torch.Tensor  # [num_decodes, 1, 1, max_blocks * block_size] bool: True = a real key
+    block_tables: torch.Tensor | None
+    key_mask: torch.Tensor  # bool: True = a key this request attends to
     contiguous_from: int | None  # the rows are start..start+n-1 (a slice, no gather); None otherwise
+    shared_blocks: torch.Tensor | None = None
 
 
 @dataclass
@@ -94,15 +109,62 @@ class AttentionMetadata:
             ))
         decode = None
         if decode_rows:
-            width = max(len(t) for t in decode_tables)
-            tables = torch.tensor([t + [0] * (width - len(t)) for t in decode_tables], dtype=torch.long, device=device)
-            lens = torch.tensor(decode_lens, device=device)
-            key_mask = (torch.arange(width * block_size, device=device)[None, :] < lens[:, None])[:, None, None, :]
             first = decode_rows[0]
-            contiguous = decode_rows == list(range(first, first + len(decode_rows)))
-            decode = DecodeBatch(torch.tensor(decode_rows, dtype=torch.long, device=device), tables, key_mask,
-                                 first if contiguous else None)
+            contiguous = first if decode_rows == list(range(first, first + len(decode_rows))) else None
+            rows = torch.tensor(decode_rows, dtype=torch.long, device=device)
+            if reads_shared_context(decode_tables):
+                decode = shared_context_decode(rows, contiguous, decode_tables, decode_lens, block_size, device)
+            else:
+                width = max(len(t) for t in decode_tables)
+                tables = torch.tensor([t + [0] * (width - len(t)) for t in decode_tables], dtype=torch.long, device=device)
+                lens = torch.tensor(decode_lens, device=device)
+                key_mask = (torch.arange(width * block_size, device=device)[None, :] < lens[:, None])[:, None, None, :]
+                decode = DecodeBatch(rows, tables, key_mask, contiguous)
         return cls(torch.tensor(slots, dtype=torch.long, device=device), seqs, decode, len(slots))
+
+
+#: Gather the union of a decode batch's blocks when the padded gather would copy at least this many
+#: times more blocks (so most of the context is shared)...
+SHARED_CONTEXT_MIN_SAVING = 2
+#: ...and the union is at most this many times the longest table: every query scores every key of
+#: the union, so a union much wider than one request's context would cost more arithmetic than it saves.
+SHARED_CONTEXT_MAX_WIDENING = 4
+
+
+def reads_shared_context(tables: list[list[int]]) -> bool:
+    """Whether a decode batch shares enough of its blocks to gather their union once (see module doc)."""
+    union = len({b for t in tables for b in t})
+    padded = len(tables) * max(len(t) for t in tables)
+    return union * SHARED_CONTEXT_MIN_SAVING <= padded and union <= SHARED_CONTEXT_MAX_WIDENING * max(len(t) for t in tables)
+
+
+def shared_context_decode(rows: torch.Tensor, contiguous_from: int | None, tables: list[list[int]], lens: list[int],
+                          block_size: int, device: torch.device | str) -> DecodeBatch:
+    """A decode batch over the union of its blocks: which of the union's keys each request may see."""
+    union = torch.tensor(sorted({b for t in tables for b in t}), dtype=torch.long, device=device)
+    flat = torch.tensor([b for t in tables for b in t], dtype=torch.long, device=device)
+    owner = torch.tensor([r for r, t in enumerate(tables) for _ in t], dtype=torch.long, device=device)
+    index_in_table = torch.tensor([j for t in tables for j in range(len(t))], device=device)
+    # Tokens of each (request, block) that hold context: all of a full block, fewer in the last one.
+    filled = (torch.tensor(lens, device=device)[owner] - index_in_table * block_size).clamp(0, block_size)
+    mask = torch.zeros(len(tables), union.shape[0], block_size, dtype=torch.bool, device=device)
+    mask[owner, torch.searchsorted(union, flat)] = torch.arange(block_size, device=device)[None, :] < filled[:, None]
+    return DecodeBatch(rows, None, mask.view(len(tables), -1), contiguous_from, shared_blocks=union)
+
+
+def rows_per_kv_head(q: torch.Tensor, num_kv_heads: int) -> torch.Tensor:
+    """``[tokens, n_heads, dim]`` -> ``[n_kv_heads, group * tokens, dim]``: each K/V head's query rows.
+
+    HF orders query heads so that head ``h`` reads K/V head ``h // group``; row ``j * tokens + i``
+    of K/V head ``g`` is token ``i`` of query head ``g * group + j``. :func:`heads_from_rows` undoes it.
+    """
+    tokens, n_heads, dim = q.shape
+    return q.transpose(0, 1).reshape(num_kv_heads, (n_heads // num_kv_heads) * tokens, dim)
+
+
+def heads_from_rows(o: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """The inverse of :func:`rows_per_kv_head`: ``[n_kv_heads, group * tokens, dim]`` -> ``[tokens, n_heads, dim]``."""
+    return o.reshape(n_heads, -1, o.shape[-1]).transpose(0, 1)
 
 
 def decode_attention(q: torch.Tensor, cache: LayerKVCache, batch: DecodeBatch, scale: float) -> torch.Tensor:
@@ -114,6 +176,9 @@ def decode_attention(q: torch.Tensor, cache: LayerKVCache, batch: DecodeBatch, s
     ``h // group``).
     """
     num, n_heads, head_dim = q.shape
+    if batch.shared_blocks is not None:
+        return shared_context_attention(q, cache, batch, scale)
+    assert batch.block_tables is not None
     k, v = cache.gather(batch.block_tables)  # [num, context, n_kv_heads, head_dim] each
     n_kv = k.shape[2]
     o = F.scaled_dot_product_attention(
@@ -123,20 +188,46 @@ def decode_attention(q: torch.Tensor, cache: LayerKVCache, batch: DecodeBatch, s
     return o.reshape(num, n_heads, head_dim)
 
 
+def shared_context_attention(q: torch.Tensor, cache: LayerKVCache, batch: DecodeBatch, scale: float) -> torch.Tensor:
+    """Decode attention over the union of the batch's blocks, each block read once (see module doc).
+
+    All requests' queries become rows of one call: request ``r``'s query heads of K/V head ``g``
+    are rows ``r * group ... r * group + group - 1`` of head ``g``, masked to ``r``'s own keys.
+    """
+    assert batch.shared_blocks is not None
+    num, n_heads, head_dim = q.shape
+    k, v = cache.read_blocks(batch.shared_blocks)  # [union tokens, n_kv_heads, head_dim]
+    n_kv = k.shape[1]
+    group = n_heads // n_kv
+    rows = q.view(num, n_kv, group, head_dim).permute(1, 0, 2, 3).reshape(n_kv, num * group, head_dim)
+    mask = batch.key_mask[:, None, :].expand(num, group, -1).reshape(num * group, -1)
+    # Four dimensions ([batch, heads, tokens, dim]): with three, SDPA falls back to its slow math path.
+    o = F.scaled_dot_product_attention(rows[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], attn_mask=mask,
+                                       scale=scale)[0]
+    return o.view(n_kv, num, group, head_dim).permute(1, 0, 2, 3).reshape(num, n_heads, head_dim)
+
+
 def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: LayerKVCache,
                       seq: SequenceSlice, scale: float) -> torch.Tensor:
     """Attention of one request's chunk of new tokens: ``[query_len, n_heads, head_dim]``."""
     rows = slice(seq.query_start, seq.query_end)
     if seq.is_causal:  # from position 0: this step's keys are the whole context
-        k_ctx, v_ctx = k[rows], v[rows]
-    else:
-        k_ctx, v_ctx = cache.read(seq.block_table, seq.context_len)
-    # SDPA wants [batch, heads, tokens, head_dim].
+        # SDPA wants [batch, heads, tokens, head_dim].
+        o = F.scaled_dot_product_attention(
+            q[rows].transpose(0, 1).unsqueeze(0), k[rows].transpose(0, 1).unsqueeze(0), v[rows].transpose(0, 1).unsqueeze(0),
+            is_causal=True, scale=scale, enable_gqa=True,
+        )
+        return o[0].transpose(0, 1)
+    # After a cached prefix: every query reads the whole prefix. Each K/V head's query heads become
+    # its query rows, so the keys are read once per K/V head (and the kernel's work splits evenly).
+    assert seq.mask is not None
+    k_ctx, v_ctx = cache.read(seq.block_table, seq.context_len)
+    n_heads, n_kv = q.shape[1], k_ctx.shape[1]
     o = F.scaled_dot_product_attention(
-        q[rows].transpose(0, 1).unsqueeze(0), k_ctx.transpose(0, 1).unsqueeze(0), v_ctx.transpose(0, 1).unsqueeze(0),
-        attn_mask=seq.mask, is_causal=seq.is_causal, scale=scale, enable_gqa=True,
+        rows_per_kv_head(q[rows], n_kv)[None], k_ctx.transpose(0, 1)[None], v_ctx.transpose(0, 1)[None],
+        attn_mask=seq.mask.repeat(n_heads // n_kv, 1), scale=scale,
     )
-    return o[0].transpose(0, 1)
+    return heads_from_rows(o[0], n_heads)
 
 
 def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: LayerKVCache,

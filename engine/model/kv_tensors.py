@@ -43,10 +43,13 @@ class LayerKVCache:
 
         ``block_table`` holds just the blocks that cover the context. Result: ``[context_len, n_kv_heads, head_dim]``.
         """
+        k, v = self.read_blocks(block_table)
+        return k[:context_len], v[:context_len]
+
+    def read_blocks(self, blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The K/V of whole ``blocks`` (any order), contiguous: ``[len(blocks) * block_size, n_kv_heads, head_dim]``."""
         heads, dim = self.k.shape[2], self.k.shape[3]
-        k = self.k.index_select(0, block_table).view(-1, heads, dim)[:context_len]
-        v = self.v.index_select(0, block_table).view(-1, heads, dim)[:context_len]
-        return k, v
+        return self.k.index_select(0, blocks).view(-1, heads, dim), self.v.index_select(0, blocks).view(-1, heads, dim)
 
     def gather(self, block_tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Several requests' K/V at once, through padded block tables ``[requests, max_blocks]``.

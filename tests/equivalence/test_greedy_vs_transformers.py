@@ -95,3 +95,19 @@ def test_prefill_logits_on_a_cached_prefix_match_a_full_prefill(tiny_model_dirs,
     with torch.inference_mode():
         full = engine.backend.hf_model(torch.tensor([prompts[1]])).logits[0, -1]
     torch.testing.assert_close(cached_logits, full, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_decodes_sharing_a_prefix_read_it_once_and_still_match(tiny_model_dirs, family, monkeypatch):
+    """Requests decoding behind one cached prefix take the shared-context path, and the tokens hold."""
+    from engine.model import attention
+
+    calls = []
+    real = attention.shared_context_attention
+    monkeypatch.setattr(attention, "shared_context_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    engine = engine_for(tiny_model_dirs[family])
+    prompts = prompts_with_shared_prefixes()
+    first = engine.generate(prompts[:1], SamplingParams(max_tokens=MAX_TOKENS))
+    rest = engine.generate([prompts[1], prompts[3], prompts[1][:40] + [9, 9]], SamplingParams(max_tokens=MAX_TOKENS))
+    assert calls, "the shared-context decode path never ran"
+    assert_matches_transformers(engine, [prompts[0], prompts[1], prompts[3], prompts[1][:40] + [9, 9]], first + rest)

@@ -77,3 +77,29 @@ def test_one_thread_while_others_want_the_cores():
     assert threads_for_load(2.0, 2) == 2  # our own two threads
     assert threads_for_load(3.5, 2) == 1
     assert threads_for_load(20.0, 16) == 1 and threads_for_load(9.0, 16) == 16
+
+
+def test_decodes_sharing_their_context_read_it_once_and_equal_one_request_at_a_time():
+    torch.manual_seed(1)
+    block_size, heads, kv_heads, dim = 4, 6, 2, 8
+    cache = PagedKVCache(1, 32, block_size, kv_heads, dim, torch.float32, "cpu")
+    cache.data.normal_()
+    prefix = [3, 7, 1, 12, 5]  # a shared system prompt: five full blocks
+    tables = [prefix + [20], prefix + [21, 22], prefix + [9], prefix]
+    lens = [22, 27, 21, 19]  # the last ends inside the shared prefix's last block
+    meta = AttentionMetadata.build([(t, n - 1, 1) for t, n in zip(tables, lens)], block_size, "cpu")
+    assert meta.decode is not None and meta.decode.shared_blocks is not None  # the union path was taken
+    assert meta.decode.shared_blocks.tolist() == sorted(set(prefix + [20, 21, 22, 9]))
+    q = torch.randn(4, heads, dim)
+    batched = decode_attention(q, cache[0], meta.decode, scale=0.3)
+    for i, (table, n) in enumerate(zip(tables, lens)):
+        k, v = cache[0].read(torch.tensor(table), n)
+        alone = F.scaled_dot_product_attention(q[i:i + 1].transpose(0, 1)[None], k.transpose(0, 1)[None],
+                                               v.transpose(0, 1)[None], scale=0.3, enable_gqa=True)
+        torch.testing.assert_close(batched[i], alone[0].transpose(0, 1)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_decodes_with_little_in_common_keep_the_padded_gather():
+    tables = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    meta = AttentionMetadata.build([(t, 10, 1) for t in tables], block_size=4, device="cpu")
+    assert meta.decode is not None and meta.decode.shared_blocks is None and meta.decode.block_tables is not None
