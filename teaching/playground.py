@@ -186,12 +186,16 @@ def _ms(seconds: object) -> str:
 
 
 def metrics_text(m: dict[str, float | int | None]) -> str:
-    """One request's numbers in a line: the engine's TTFT (from scheduling), prefill apart, tokens saved.
+    """Where one request's time went, in a line: queue, the engine's TTFT (from scheduling) with its
+    prefill apart, decode speed, and the tokens the cache saved.
 
     TTFT counts from the moment the scheduler picks the request, not from the click on Send: the
-    page redraws in between, and that time would hide what the cache saves.
+    page redraws in between, and that time would hide what the cache saves. The wait before that
+    (other requests ahead, or the shared model busy) is shown apart as the queue.
     """
-    return (f"**TTFT {_ms(m.get('scheduled_ttft_s'))}** (scheduled → first token; prefill forward pass "
-            f"{_ms(m.get('prefill_s'))}) · prompt {m.get('prompt_tokens')} tokens · "
+    rate = m.get("tokens_per_s")
+    decode = f" · decode {float(rate):.1f} tokens/s" if isinstance(rate, (int, float)) else ""
+    return (f"queued {_ms(m.get('queue_s'))} · **TTFT {_ms(m.get('scheduled_ttft_s'))}** (scheduled → first token; "
+            f"prefill forward pass {_ms(m.get('prefill_s'))}){decode} · prompt {m.get('prompt_tokens')} tokens · "
             f"**{m.get('cached_tokens')} cached** (saved) · **{m.get('computed_prefill_tokens')} computed** in prefill · "
             f"{m.get('output_tokens')} generated")

@@ -108,6 +108,8 @@ def test_metrics_line_shows_the_engines_ttft_not_the_time_since_send() -> None:
     from teaching.playground import metrics_text
 
     line = metrics_text({"ttft_s": 1.909, "queue_s": 1.85, "scheduled_ttft_s": 0.059, "prefill_s": 0.052,
-                         "prompt_tokens": 153, "cached_tokens": 128, "computed_prefill_tokens": 25, "output_tokens": 3})
+                         "prompt_tokens": 153, "cached_tokens": 128, "computed_prefill_tokens": 25, "output_tokens": 3,
+                         "tokens_per_s": 21.44})
     assert "**TTFT 59 ms**" in line and "prefill forward pass 52 ms" in line
+    assert "queued 1850 ms" in line and "decode 21.4 tokens/s" in line  # where the rest of the time went
     assert "1909" not in line
