@@ -1,4 +1,4 @@
-"""Hash chain and Why did it miss? in a real chromium: they render, animate and survive bad input.
+"""Hash chain and Why did it miss? in a real chromium: they render at once, animate and survive bad input.
 
 Through app.py's navigation (``/hash_chain``, ``/why_miss``) once app.py exists; until then
 each page file is served on its own.
@@ -10,7 +10,15 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.e2e.harness import ROOT, StreamlitServer, open_page, wait_idle
+from tests.e2e.harness import (
+    IDLE_APP,
+    ROOT,
+    StreamlitServer,
+    assert_no_exceptions,
+    open_page,
+    track_page_errors,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -30,24 +38,52 @@ def plot_text(page, index: int = 0) -> str:  # type: ignore[no-untyped-def]
     return page.locator(".js-plotly-plot").nth(index).text_content() or ""
 
 
-def test_hash_chain_renders_and_plays(page, streamlit_servers) -> None:  # type: ignore[no-untyped-def]
-    open_page(page, url_of(streamlit_servers, "hash_chain"))
-    page.locator(".js-plotly-plot").first.wait_for()
-    assert "Hash chain" in page.locator("h1").first.inner_text()
-    text = plot_text(page)
-    assert "block 0" in text and "✓ hit: block #1" in text and "never hashed" in text
+def test_hash_chain_shows_at_once_and_plays(browser, streamlit_servers) -> None:  # type: ignore[no-untyped-def]
+    """At 1024x768, cold: the chain is in the same render as the title, with no chart bundle to wait for.
 
-    # One slider for one thing: the figure's own, played in the browser; no server-side slider beside it.
-    assert page.locator("[data-testid=stSlider]").count() == 0
-    assert page.locator(".js-plotly-plot .slider-container").count() == 1
-    # Client-side animation: play starts from no block hashed and ends with the last block hashed.
-    page.locator(".updatemenu-button", has_text="Play").first.click()
-    page.wait_for_function(
-        "() => document.querySelector('.js-plotly-plot').textContent.includes('Press ▶')", timeout=30_000
-    )
-    page.wait_for_function(
-        "() => document.querySelector('.js-plotly-plot').textContent.includes('block 4 = H(')", timeout=30_000
-    )
+    It used to be a Plotly figure: the browser fetched and parsed Plotly.js (~4.7 MB) after the
+    script had finished, so the chain stayed blank for 1-2 s. Now it is the page's own HTML.
+    """
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = context.new_page()
+    track_page_errors(page)
+    chart_bundles: list[str] = []
+    page.on("request", lambda r: chart_bundles.append(r.url) if "Plotly" in r.url else None)
+    try:
+        page.goto(url_of(streamlit_servers, "hash_chain"), wait_until="domcontentloaded")
+        page.wait_for_selector(IDLE_APP, timeout=60_000)
+        # Generous: the script has finished, so its output is already on its way into the DOM.
+        page.wait_for_function(
+            "() => { const c = document.querySelector('.pl-chain'); const h = document.querySelector('h1');"
+            " return c && h && h.innerText.includes('Hash chain') && c.innerText.includes('✓ hit: block #1'); }",
+            timeout=1500,
+        )
+        assert_no_exceptions(page)
+        assert not chart_bundles, f"the page loaded a chart bundle: {chart_bundles}"
+        text = page.locator(".pl-chain").inner_text()
+        assert "block 0" in text and "never hashed" in text and "✗ miss" in text
+
+        # One set of step controls, the chain's own, played in the browser; no server-side slider.
+        assert page.locator("[data-testid=stSlider]").count() == 0
+        step = "() => getComputedStyle(document.querySelector('.pl-chain .hc-body')).getPropertyValue('--step').trim()"
+        cover = "() => +getComputedStyle(document.querySelectorAll('.pl-chain .hc-pending')[4]).opacity"
+        assert page.evaluate(step) == "5" and page.evaluate(cover) == 0
+        page.locator(".pl-chain label[for=hc-s0]").click()
+        page.wait_for_function(f"() => ({cover})() === 1", timeout=5_000)  # block 4 of r2: not hashed yet
+        assert page.locator(".pl-chain .hc-f").nth(0).evaluate("e => +getComputedStyle(e).opacity") == 1
+        page.locator(".pl-chain label[for=hc-play]").click()
+        seen = set()
+        for _ in range(60):
+            seen.add(page.evaluate(step))
+            if "5" in seen:
+                break
+            page.wait_for_timeout(150)
+        assert {"1", "2", "3", "4", "5"} <= seen, f"Play did not step through the blocks: {sorted(seen)}"
+        page.wait_for_function(f"() => ({cover})() === 0", timeout=5_000)
+        formula = page.locator(".pl-chain .hc-f").nth(5)
+        assert formula.evaluate("e => +getComputedStyle(e).opacity") == 1 and "block 4 = H(" in formula.inner_text()
+    finally:
+        context.close()
 
 
 def test_hash_chain_edit_a_token(page, streamlit_servers) -> None:  # type: ignore[no-untyped-def]
