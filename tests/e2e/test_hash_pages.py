@@ -34,32 +34,38 @@ def wait_for_text(page, text: str, timeout_ms: int = 30_000) -> None:  # type: i
     wait_idle(page)
 
 
-def plot_text(page, index: int = 0) -> str:  # type: ignore[no-untyped-def]
-    return page.locator(".js-plotly-plot").nth(index).text_content() or ""
+def open_cold_and_see_at_once(page, url: str, content: str, text: str) -> None:  # type: ignore[no-untyped-def]
+    """Open ``url`` in a fresh tab and check ``content`` (holding ``text``) is there as the script finishes.
+
+    Generous: once the script run has finished its output is already on its way into the DOM,
+    so 1.5 s is plenty for the page's own HTML, and far too little for a chart that first
+    fetches and parses Plotly.js (~4.7 MB): no chart bundle may be requested at all.
+    """
+    chart_bundles: list[str] = []
+    page.on("request", lambda r: chart_bundles.append(r.url) if "Plotly" in r.url else None)
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector(IDLE_APP, timeout=60_000)
+    page.wait_for_function(
+        "([sel, text]) => { const c = document.querySelector(sel); return !!c && !!document.querySelector('h1')"
+        " && c.innerText.includes(text); }",
+        arg=[content, text], timeout=1500,
+    )
+    assert_no_exceptions(page)
+    assert not chart_bundles, f"the page loaded a chart bundle: {chart_bundles}"
 
 
 def test_hash_chain_shows_at_once_and_plays(browser, streamlit_servers) -> None:  # type: ignore[no-untyped-def]
     """At 1024x768, cold: the chain is in the same render as the title, with no chart bundle to wait for.
 
-    It used to be a Plotly figure: the browser fetched and parsed Plotly.js (~4.7 MB) after the
-    script had finished, so the chain stayed blank for 1-2 s. Now it is the page's own HTML.
+    It used to be a Plotly figure: the browser fetched and parsed Plotly.js after the script
+    had finished, so the chain stayed blank for 1-2 s. Now it is the page's own HTML.
     """
     context = browser.new_context(viewport={"width": 1024, "height": 768})
     page = context.new_page()
     track_page_errors(page)
-    chart_bundles: list[str] = []
-    page.on("request", lambda r: chart_bundles.append(r.url) if "Plotly" in r.url else None)
     try:
-        page.goto(url_of(streamlit_servers, "hash_chain"), wait_until="domcontentloaded")
-        page.wait_for_selector(IDLE_APP, timeout=60_000)
-        # Generous: the script has finished, so its output is already on its way into the DOM.
-        page.wait_for_function(
-            "() => { const c = document.querySelector('.pl-chain'); const h = document.querySelector('h1');"
-            " return c && h && h.innerText.includes('Hash chain') && c.innerText.includes('✓ hit: block #1'); }",
-            timeout=1500,
-        )
-        assert_no_exceptions(page)
-        assert not chart_bundles, f"the page loaded a chart bundle: {chart_bundles}"
+        open_cold_and_see_at_once(page, url_of(streamlit_servers, "hash_chain"), ".pl-chain", "✓ hit: block #1")
+        assert "Hash chain" in page.locator("h1").first.inner_text()
         text = page.locator(".pl-chain").inner_text()
         assert "block 0" in text and "never hashed" in text and "✗ miss" in text
 
@@ -105,11 +111,20 @@ def test_hash_chain_bad_token_ids_give_a_message(page, streamlit_servers) -> Non
     assert page.locator("[data-testid=stAlert]").count() >= 1
 
 
-def test_why_miss_verdict_and_presets(page, streamlit_servers) -> None:  # type: ignore[no-untyped-def]
-    open_page(page, url_of(streamlit_servers, "why_miss"))
-    wait_for_text(page, "r2 would hit 2 blocks (8 of its 17 tokens): block 2 differs at token 11")
-    assert page.locator(".js-plotly-plot").count() == 2
-    assert "no hash yet" in plot_text(page, 1)
-    page.locator("[data-testid=stSelectbox]", has_text="Example").click()
-    page.get_by_role("option", name="Same prompt, another cache salt").click()
-    wait_for_text(page, "the cache salt differs ('alice' vs 'bob')")
+def test_why_miss_verdict_and_presets(browser, streamlit_servers) -> None:  # type: ignore[no-untyped-def]
+    """Both requests' token blocks are in the first render (HTML, as on Hash chain), and the presets work."""
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = context.new_page()
+    track_page_errors(page)
+    try:
+        open_cold_and_see_at_once(page, url_of(streamlit_servers, "why_miss"), ".pl-tokens", "block 0")
+        wait_for_text(page, "r2 would hit 2 blocks (8 of its 17 tokens): block 2 differs at token 11")
+        assert page.locator(".pl-tokens").count() == 2
+        assert "no hash yet" in page.locator(".pl-tokens").nth(1).inner_text()
+        assert page.locator(".pl-tokens").nth(1).locator(".tb-tok.marked").inner_text() == "cat"
+        page.locator("[data-testid=stSelectbox]", has_text="Example").click()
+        page.get_by_role("option", name="Same prompt, another cache salt").click()
+        wait_for_text(page, "the cache salt differs ('alice' vs 'bob')")
+        assert_no_exceptions(page)
+    finally:
+        context.close()
