@@ -153,8 +153,16 @@ def question_text(question: EvictionQuestion) -> str:
             "the free queue. Which block will be the first to lose its cached contents?")
 
 
-def verdict(question: EvictionQuestion, guess: int | None) -> tuple[bool, str]:
-    """(right?, the explanation) for a guess, naming the rule: hashless blocks go silently, the first hashed one is evicted."""
+#: Where the player writes the block the student picked into the "wrong" text (one text per question,
+#: not one per block: a pool may have thousands of free blocks).
+GUESS = "{guess}"
+
+
+def verdict(question: EvictionQuestion, guess: int | str | None) -> tuple[bool, str]:
+    """(right?, the explanation) for a guess, naming the rule: hashless blocks go silently, the first hashed one is evicted.
+
+    ``guess`` may be :data:`GUESS`: the wrong-guess text with a place for the block picked later.
+    """
     taken = ", ".join(str(b) for b in question.allocated)
     later = [str(b) for b in question.evicted[1:]]
     why = (f"The allocation popped {taken} from the head. Blocks without a hash are reused silently; "
@@ -169,8 +177,8 @@ def predict_questions(run: ScenarioRun, free_queues: list[list[int]]) -> list[di
     """Every "which block goes next?" question of ``run``, for the browser player, answers included.
 
     ``free_queues[i]`` is the free queue after ``i`` events. The player stops at each ``ask_at``,
-    offers the blocks of ``queue``, and shows ``right`` or ``wrong[str(guess)]`` (from
-    :func:`verdict`, naming the rule) without asking the server. Questions follow one another:
+    offers the blocks of ``queue``, and shows ``right`` or ``wrong`` with :data:`GUESS` replaced
+    by the block picked (both from :func:`verdict`, naming the rule) without asking the server. Questions follow one another:
     the next is looked for after the previous one's allocation and evictions.
     """
     questions: list[dict[str, object]] = []
@@ -181,7 +189,7 @@ def predict_questions(run: ScenarioRun, free_queues: list[list[int]]) -> list[di
             "ask_at": question.ask_at, "reveal_at": question.reveal_at, "request_id": question.request_id,
             "queue": queue, "answer": question.answer, "evicted": question.evicted, "text": question_text(question),
             "right": verdict(question, question.answer)[1],
-            "wrong": {str(b): verdict(question, b)[1] for b in queue if b != question.answer},
+            "wrong": verdict(question, GUESS)[1],
         })
         question = next_eviction_question(run, question.reveal_at)
     return questions

@@ -183,3 +183,8 @@ def test_predict_the_victim_is_asked_and_answered_in_the_player(page, app_url) -
     frame.click("#predict .continue")  # and playback goes on past the allocation
     page.wait_for_timeout(300)
     assert pos(frame) == reveal_at + 1
+    page.get_by_text("Predict the victim").click()  # the Streamlit toggle stays the on/off switch
+    wait_idle(page)
+    frame = player_frame(page)
+    frame.wait_for_function("() => document.querySelector('#predict').hidden", timeout=10_000)
+    assert "predict=1" not in page.url

@@ -299,14 +299,14 @@
   }
   function guess(b) {
     const i = asking, q = questions()[i], right = b === q.answer;
-    answered.set(i, { guess: b, right, text: right ? q.right : q.wrong[String(b)] });
+    answered.set(i, { guess: b, right, text: right ? q.right : q.wrong.split("{guess}").join(String(b)) });
     asking = null;
     // Step through the allocation and its evictions, animated, to the state that shows the answer.
     const next = () => {
       if (pos < q.reveal_at) { show(pos + 1, true); revealTimer = setTimeout(next, 550); return; }
       revealTimer = null; show(pos, false);
-      const go = document.querySelector("#predict .continue");
-      if (go) go.focus({ preventScroll: true });
+      const btn = document.querySelector("#predict .continue");
+      if (btn) btn.focus({ preventScroll: true });
     };
     revealTimer = setTimeout(next, 0);
     renderPredict(); renderControls(); height();
@@ -316,8 +316,8 @@
     if (resume) setPlaying(true); else go(pos + 1, true);
     $("fwd").focus({ preventScroll: true });
   }
-  function chipButton(b, state, extra) {
-    return `<button type="button" class="pick${extra || ""}" data-block="${b}" style="background:${A.theme.fill_css[state]};` +
+  function chipButton(b, state) {
+    return `<button type="button" class="pick" data-block="${b}" style="background:${A.theme.fill_css[state]};` +
       `color:${A.theme.text[state]}" title="block ${b}: ${esc(A.theme.label[state])}">${b}${A.theme.glyph[state]}</button>`;
   }
   // The panel under the controls: the question, the verdict after a guess, or where the next question is.
@@ -464,7 +464,7 @@
     if (!!A.predict !== predictOn) {  // the Streamlit toggle: on asks from here on, off closes a question
       predictOn = !!A.predict;
       if (!predictOn) { asking = null; resumePlay = false; }
-      renderPredict(); renderControls(); height(); askHere();
+      show(pos, false); askHere();
     }
     if (lastSent !== null && A.ack !== lastSent) { renderControls(); height(); return; }  // an older echo: ours is on its way
     if (A.projector !== laidOutProjector) {  // type size changed: lay the tiles out again
