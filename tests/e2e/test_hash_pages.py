@@ -11,10 +11,10 @@ from collections.abc import Callable
 import pytest
 
 from tests.e2e.harness import (
-    IDLE_APP,
     ROOT,
     StreamlitServer,
     assert_no_exceptions,
+    open_and_see_at_once,
     open_page,
     track_page_errors,
     wait_idle,
@@ -34,26 +34,6 @@ def wait_for_text(page, text: str, timeout_ms: int = 30_000) -> None:  # type: i
     wait_idle(page)
 
 
-def open_cold_and_see_at_once(page, url: str, content: str, text: str) -> None:  # type: ignore[no-untyped-def]
-    """Open ``url`` in a fresh tab and check ``content`` (holding ``text``) is there as the script finishes.
-
-    Generous: once the script run has finished its output is already on its way into the DOM,
-    so 1.5 s is plenty for the page's own HTML, and far too little for a chart that first
-    fetches and parses Plotly.js (~4.7 MB): no chart bundle may be requested at all.
-    """
-    chart_bundles: list[str] = []
-    page.on("request", lambda r: chart_bundles.append(r.url) if "Plotly" in r.url else None)
-    page.goto(url, wait_until="domcontentloaded")
-    page.wait_for_selector(IDLE_APP, timeout=60_000)
-    page.wait_for_function(
-        "([sel, text]) => { const c = document.querySelector(sel); return !!c && !!document.querySelector('h1')"
-        " && c.innerText.includes(text); }",
-        arg=[content, text], timeout=1500,
-    )
-    assert_no_exceptions(page)
-    assert not chart_bundles, f"the page loaded a chart bundle: {chart_bundles}"
-
-
 def test_hash_chain_shows_at_once_and_plays(browser, streamlit_servers) -> None:  # type: ignore[no-untyped-def]
     """At 1024x768, cold: the chain is in the same render as the title, with no chart bundle to wait for.
 
@@ -64,7 +44,7 @@ def test_hash_chain_shows_at_once_and_plays(browser, streamlit_servers) -> None:
     page = context.new_page()
     track_page_errors(page)
     try:
-        open_cold_and_see_at_once(page, url_of(streamlit_servers, "hash_chain"), ".pl-chain", "✓ hit: block #1")
+        open_and_see_at_once(page, url_of(streamlit_servers, "hash_chain"), ".pl-chain", "✓ hit: block #1")
         assert "Hash chain" in page.locator("h1").first.inner_text()
         text = page.locator(".pl-chain").inner_text()
         assert "block 0" in text and "never hashed" in text and "✗ miss" in text
@@ -117,7 +97,7 @@ def test_why_miss_verdict_and_presets(browser, streamlit_servers) -> None:  # ty
     page = context.new_page()
     track_page_errors(page)
     try:
-        open_cold_and_see_at_once(page, url_of(streamlit_servers, "why_miss"), ".pl-tokens", "block 0")
+        open_and_see_at_once(page, url_of(streamlit_servers, "why_miss"), ".pl-tokens", "block 0")
         wait_for_text(page, "r2 would hit 2 blocks (8 of its 17 tokens): block 2 differs at token 11")
         assert page.locator(".pl-tokens").count() == 2
         assert "no hash yet" in page.locator(".pl-tokens").nth(1).inner_text()
