@@ -72,6 +72,11 @@ def test_keys_step_with_a_running_transition(page, app_url) -> None:  # type: ig
     page.keyboard.press("ArrowLeft")
     page.wait_for_timeout(200)
     assert pos(frame) == 3
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")  # nothing focused: Space plays
+    page.keyboard.press("Space")
+    frame.wait_for_function("() => window.prefixlabPlayer.playing", timeout=5_000)
+    page.keyboard.press("Space")
+    frame.wait_for_function("() => !window.prefixlabPlayer.playing", timeout=5_000)
 
 
 def test_autoplay_makes_no_server_round_trip_per_frame(page, app_url) -> None:  # type: ignore[no-untyped-def]

@@ -396,8 +396,18 @@
     if (tag === "input") return !["checkbox", "radio", "button", "submit"].includes((t.type || "").toLowerCase());
     return t.getAttribute && (t.getAttribute("role") === "slider" || t.getAttribute("role") === "combobox");
   }
+  // Space plays and pauses, unless the focus is on something Space already works (a button, a toggle, ...).
+  function interactive(t) {
+    return !!(t && t.closest && t.closest("button, a, input, select, textarea, summary, [role=button], [role=switch], " +
+      "[role=checkbox], [role=radio], [role=slider], [role=combobox], [role=option], [role=tab], [contenteditable=true]"));
+  }
   function onKey(e) {
     if (!A || e.altKey || e.ctrlKey || e.metaKey || typing(e.target)) return;
+    if (e.key === " " && !interactive(e.target)) {
+      e.preventDefault(); e.stopPropagation();
+      if (asking === null && revealTimer === null) setPlaying(!playing);
+      return;
+    }
     const k = { ArrowRight: () => go(pos + 1, true), ArrowLeft: () => go(pos - 1, true),
       Home: () => go(0, true), End: () => go(n, true) }[e.key];
     if (k) { e.preventDefault(); e.stopPropagation(); if (playing) setPlaying(false); k(); }
