@@ -2,8 +2,9 @@
 
 It receives a scenario's whole timeline once (:meth:`teaching.lab.LabRuns.playback`) and plays
 it client-side: step, scrub, autoplay, the transitions between states and "predict the victim"
-(its questions and answers are in the timeline data) cost the server nothing. It returns ``{"step", "block", "nonce"}`` only when playback rests, so the URL can
-follow. Colours, glyphs and outlines come from :mod:`viz.theme`.
+(its questions and answers are in the timeline data) cost the server nothing. It returns
+``{"step", "block", "nonce"}`` only when playback rests, so the URL can follow. Colours,
+glyphs and outlines come from :mod:`viz.theme`.
 """
 
 from __future__ import annotations
