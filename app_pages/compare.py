@@ -16,7 +16,7 @@ from teaching.playground import TUTOR, build_prompt
 from teaching.scenario_library import BUILTIN_SCENARIOS, builtin_titles
 from teaching.ttft import DEFAULT_REPEATS, measure_ttft, speedup
 from ui.settings import current_settings
-from viz.compare import policy_figure, ttft_figure
+from viz.compare import policy_bars_html, ttft_figure
 
 PLOT_CONFIG = {"displayModeBar": False}
 TRACE = "generated"
@@ -105,7 +105,7 @@ def main() -> None:
                "to the tail.")
     results = workload_results()
     if results:
-        st.plotly_chart(policy_figure(results), key="cmp_policy_fig", config=PLOT_CONFIG, theme=None)
+        st.html(policy_bars_html(results))  # HTML bars: shown with the page, no Plotly.js to load first
         st.dataframe(results_table(results), hide_index=True)
     ttft_section()
 

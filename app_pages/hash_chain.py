@@ -1,6 +1,6 @@
 """Hash chain: a prompt as a chain of block hashes; edit one token and watch every later hash change.
 
-Thin page: widgets -> engine (a real simulator run, via ``teaching.prefix_probe``) -> figure.
+Thin page: widgets -> engine (a real simulator run, via ``teaching.prefix_probe``) -> the chain as HTML.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from engine.hashing import HASH_FUNCTIONS, BlockHasher
 from teaching.describe import describe_extra_keys
 from teaching.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache, replace_token
 from ui.text import plain_md
-from viz.hash_chain import changed_blocks, hash_chain_figure, lookup_text, short
+from viz.hash_chain import changed_blocks, hash_chain_css, hash_chain_html, lookup_text, short
 
 DEFAULT_PROMPT = "system : you are a helpful tutor . user : my dog ate my homework , what should I do now ?"
 DEFAULT_IDS = "1 2 3 4 5 6 7 8 9 10 11 12 13 14"
-MAX_DRAWN_BLOCKS = 32  # one animation frame per block: beyond this the figure gets slow to build and send
+MAX_DRAWN_BLOCKS = 32  # one row and one step button per block: beyond this the chain is too long to follow
 MAX_EXPLAINED_BLOCKS = 8  # longer chains keep their block-by-block formulas folded away
 ALGOS = list(HASH_FUNCTIONS)  # sha256, sha256_cbor, xxhash, xxhash_cbor: the engine's own list
 
@@ -109,17 +109,15 @@ num_full = len(result.probe.full_blocks)
 changed = changed_blocks(cached_blocks, probe_blocks)
 if len(probe_blocks) > MAX_DRAWN_BLOCKS or len(cached_blocks) > MAX_DRAWN_BLOCKS:
     st.warning(
-        f"The figure shows the first {MAX_DRAWN_BLOCKS} blocks only (r1 has {len(cached_blocks)}, r2 has "
-        f"{len(probe_blocks)}): one animation frame per block gets slow beyond that. "
+        f"The chain shows the first {MAX_DRAWN_BLOCKS} blocks only (r1 has {len(cached_blocks)}, r2 has "
+        f"{len(probe_blocks)}): a longer chain is too long to follow. "
         "A larger block size shows the whole prompt."
     )
 drawn_cached, drawn_probe = cached_blocks[:MAX_DRAWN_BLOCKS], probe_blocks[:MAX_DRAWN_BLOCKS]
 drawn_full = sum(1 for b in drawn_probe if b.is_full)
-st.plotly_chart(
-    hash_chain_figure(drawn_cached, drawn_probe, none_hash=result.none_hash),
-    key="hash_chain_figure", config={"displayModeBar": False}, theme=None,
-)
-st.caption("▶ Play hashes r2's blocks one by one in your browser; the slider under the picture stops at any block.")
+st.html(hash_chain_css(drawn_full))
+st.html(hash_chain_html(drawn_cached, drawn_probe, none_hash=result.none_hash))
+st.caption("▶ Play hashes r2's blocks one by one in your browser; the numbered buttons (or ← → on them) stop at any block.")
 
 with st.expander("How each block of r2 was hashed", expanded=drawn_full <= MAX_EXPLAINED_BLOCKS):
     st.markdown("\n".join(

@@ -22,12 +22,12 @@ from teaching.lessons import Lesson, LessonError, answer_question, load_lessons
 from teaching.scenario import ScenarioRun, run_scenario
 from ui.persist import copy_back, mirror
 from ui.state import CUSTOM, init_lab_state
-from viz import block_grid, block_tables_figure, free_queue_figure, legend_html
+from viz import legend_html
 from viz.legend import POOL_STATES, TABLE_STATES
+from viz.pool_html import POOL_CSS, block_grid_html, block_tables_html, free_queue_html
 from viz.theme import STATE_COLORS
 
 LESSONS_DIR = Path(os.environ.get("PREFIXLAB_LESSONS_DIR", Path(__file__).resolve().parent.parent / "lessons"))
-PLOT_CONFIG = {"displayModeBar": False, "staticPlot": False}
 PROSE_HEIGHT = 250  # px: the lesson's text scrolls in its own box, so the stepping starts on the first screen
 CSS = f"""<style>
 [data-testid=stMainBlockContainer]{{padding:2.2rem 1.5rem 2rem 1.5rem;max-width:1400px}}
@@ -116,19 +116,17 @@ def log_html(lesson: Lesson, run: ScenarioRun, position: int) -> str:
             + (f"<p><i>{escape(note)}</i></p>" if note else "") + "</div>")
 
 
-def policy_views(lesson: Lesson, run: ScenarioRun, position: int, policy: str, narrow: bool) -> None:
+def policy_views(run: ScenarioRun, position: int) -> None:
     """Block grid, free queue and block tables after ``position`` (blocks this line touched outlined)."""
     index = flow.state_index(run, position)
     snap = run.timeline().state_at(index).copy()
     touched = flow.touched_blocks(run, position)
     contents = block_contents(run.events)
     text = run.token_text
-    prefix = f"{lesson.slug}_{policy}"
-    st.plotly_chart(block_grid(snap, touched=touched, contents=contents, token_text=text), key=f"{prefix}_grid", config=PLOT_CONFIG)
-    st.plotly_chart(free_queue_figure(snap, touched=touched, contents=contents, token_text=text, per_row=6 if narrow else 10),
-                    key=f"{prefix}_queue", config=PLOT_CONFIG)
-    st.plotly_chart(block_tables_figure(snap, touched=touched, hits=hit_blocks(run.events, index)), key=f"{prefix}_tables",
-                    config=PLOT_CONFIG)
+    st.html(POOL_CSS)  # HTML, not Plotly: the pictures arrive with the page instead of after Plotly.js loads
+    st.html(block_grid_html(snap, touched=touched, contents=contents, token_text=text))
+    st.html(free_queue_html(snap, touched=touched, contents=contents, token_text=text))
+    st.html(block_tables_html(snap, touched=touched, hits=hit_blocks(run.events, index)))
 
 
 def open_in_lab(lesson: Lesson, event_index: int) -> None:
@@ -242,7 +240,7 @@ def scenario_section(lesson: Lesson) -> None:
         for policy, run in runs.items():
             if len(runs) > 1:
                 st.markdown(f"**{FREE_POLICY_VERSIONS[policy]}** · {FREE_POLICY_NOTES[policy]}")
-            policy_views(lesson, run, position, policy, narrow=True)
+            policy_views(run, position)
 
 
 # -- the real model (optional) ---------------------------------------------------------------------------

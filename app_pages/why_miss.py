@@ -1,7 +1,7 @@
 """Why did it miss? Two requests, one verdict from the engine, and the rule that explains it.
 
 Thin page: widgets -> engine (r1 runs on a simulator, r2's lookup is the engine's own
-``get_computed_blocks``) -> explanation + figures.
+``get_computed_blocks``) -> explanation + both requests as token blocks (HTML, shown at once).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from teaching.why_miss import explain
 from ui.text import plain_md
 from viz.hash_chain import short
 from viz.theme import OUTLINES
-from viz.tokens import token_blocks_figure
+from viz.tokens import TOKENS_CSS, token_blocks_html
 
 SYSTEM = "system : you are a helpful tutor . user :"
 #: name -> (r1 prompt, salt, LoRA, r2 prompt, salt, LoRA)
@@ -123,19 +123,17 @@ verdict(f"#### {explanation.headline}")  # big enough to read from the back of a
 st.markdown("\n".join(f"- {plain_md(reason)}" for reason in explanation.reasons))
 
 diff = result.first_diff_token
+st.html(TOKENS_CSS)
 for trace, is_probe, title in (
     (result.cached, False, "r1: ran first, its full blocks are now in the hash table"),
     (result.probe, True, "r2: hits come from the engine's lookup"),
 ):
-    st.plotly_chart(
-        token_blocks_figure(
-            trace.tokens_text, block_size, block_states(trace, is_probe),
-            [block_label(b, is_probe) for b in trace.blocks],
-            hover_hashes=[b.block_hash.hex() if b.block_hash else None for b in trace.blocks],
-            marked_tokens={diff} if diff is not None else set(), title=title,
-        ),
-        key=f"wm_tokens_{trace.request_id}", config={"displayModeBar": False}, theme=None,
-    )
+    st.html(token_blocks_html(
+        trace.tokens_text, block_size, block_states(trace, is_probe),
+        [block_label(b, is_probe) for b in trace.blocks],
+        hover_hashes=[b.block_hash.hex() if b.block_hash else None for b in trace.blocks],
+        marked_tokens={diff} if diff is not None else set(), title=title,
+    ))
 st.caption(
     "Dotted outline: the first token that differs between r1 and r2." if diff is not None
     else "r1 and r2 have the same tokens: nothing is outlined."

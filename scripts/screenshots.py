@@ -2,6 +2,7 @@
 
     python -m scripts.screenshots                      # app.py: every page in its navigation, every lesson
     python -m scripts.screenshots --script app_pages/why_miss.py --full-height
+    python -m scripts.screenshots --only hash_chain lab-predict  # just these pictures
 
 Without app.py (early in the project) it shoots each ``app_pages/*.py`` file on its own.
 Fails loudly if a page shows a Streamlit exception, so a screenshot is never of a traceback.
@@ -32,6 +33,7 @@ LAB_SHOTS = [
     ("lab?scenario=eviction-pressure&step=30", "lab-mid-run"),
     ("lab?scenario=design-doc&policy=classic&compare=1&step=35", "lab-compare"),
     ("lab?scenario=eviction-pressure&step=30&projector=1", "lab-projector"),
+    ("lab?scenario=design-doc&policy=classic&predict=1&step=33", "lab-predict"),  # asked at event 34
 ]
 
 
@@ -89,6 +91,7 @@ def main() -> int:
     parser.add_argument("--script", help="streamlit script to run (default: app.py, else each app_pages/*.py)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="output folder")
     parser.add_argument("--full-height", action="store_true", help="capture the whole page, not just 1024x768")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="take only these pictures (file names without .png)")
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium).", file=sys.stderr)
@@ -120,6 +123,8 @@ def main() -> int:
                 lessons_href = next((href for href, name in shots if name == "lessons"), None)
                 if script == "app.py" and lessons_href is not None:  # the first page: its URL may be the root
                     shots += [(f"{lessons_href.split('?')[0]}?lesson={slug}", f"lesson-{slug[:2]}") for slug in lesson_slugs()]
+                if args.only:
+                    shots = [(href, name) for href, name in shots if name in args.only]
                 for href, name in shots:
                     url = href if href.startswith("http") else server.url + "/" + href.lstrip("/")
                     errors.clear()  # report each page's own errors

@@ -147,14 +147,22 @@ def next_eviction_question(run: ScenarioRun, index: int) -> EvictionQuestion | N
 
 
 def question_text(question: EvictionQuestion) -> str:
-    """The question as the student reads it."""
+    """The question as the student reads it (plain text: the player shows it under "Predict the victim")."""
     blocks = f"{question.num_new_blocks} new block{'s' if question.num_new_blocks != 1 else ''}"
-    return (f"**Predict the victim.** {question.request_id} is about to take **{blocks}** from the head of "
+    return (f"{question.request_id} is about to take {blocks} from the head of "
             "the free queue. Which block will be the first to lose its cached contents?")
 
 
-def verdict(question: EvictionQuestion, guess: int | None) -> tuple[bool, str]:
-    """(right?, the explanation) for a guess, naming the rule: hashless blocks go silently, the first hashed one is evicted."""
+#: Where the player writes the block the student picked into the "wrong" text (one text per question,
+#: not one per block: a pool may have thousands of free blocks).
+GUESS = "{guess}"
+
+
+def verdict(question: EvictionQuestion, guess: int | str | None) -> tuple[bool, str]:
+    """(right?, the explanation) for a guess, naming the rule: hashless blocks go silently, the first hashed one is evicted.
+
+    ``guess`` may be :data:`GUESS`: the wrong-guess text with a place for the block picked later.
+    """
     taken = ", ".join(str(b) for b in question.allocated)
     later = [str(b) for b in question.evicted[1:]]
     why = (f"The allocation popped {taken} from the head. Blocks without a hash are reused silently; "
@@ -163,6 +171,28 @@ def verdict(question: EvictionQuestion, guess: int | None) -> tuple[bool, str]:
     if guess == question.answer:
         return True, f"Right! Block {question.answer} is evicted. {why}"
     return False, f"Not quite: you picked {guess}, but block {question.answer} is evicted. {why}"
+
+
+def predict_questions(run: ScenarioRun, free_queues: list[list[int]]) -> list[dict[str, object]]:
+    """Every "which block goes next?" question of ``run``, for the browser player, answers included.
+
+    ``free_queues[i]`` is the free queue after ``i`` events. The player stops at each ``ask_at``,
+    offers the blocks of ``queue``, and shows ``right`` or ``wrong`` with :data:`GUESS` replaced
+    by the block picked (both from :func:`verdict`, naming the rule) without asking the server. Questions follow one another:
+    the next is looked for after the previous one's allocation and evictions.
+    """
+    questions: list[dict[str, object]] = []
+    question = next_eviction_question(run, 0)
+    while question is not None:
+        queue = list(free_queues[question.ask_at])
+        questions.append({
+            "ask_at": question.ask_at, "reveal_at": question.reveal_at, "request_id": question.request_id,
+            "queue": queue, "answer": question.answer, "evicted": question.evicted, "text": question_text(question),
+            "right": verdict(question, question.answer)[1],
+            "wrong": verdict(question, GUESS)[1],
+        })
+        question = next_eviction_question(run, question.reveal_at)
+    return questions
 
 
 @dataclass(frozen=True)
@@ -250,21 +280,24 @@ def frame(run: ScenarioRun, contents: dict[bytes, list[int]], snap: CacheSnapsho
 
 
 def playback(run: ScenarioRun, contents: dict[bytes, list[int]]) -> dict[str, object]:
-    """Every state of ``run`` (``frames[i]`` = after ``i`` events) plus the jump targets.
+    """Every state of ``run`` (``frames[i]`` = after ``i`` events), the jump targets and the predict questions.
 
-    The browser player gets this once per scenario and steps, scrubs and animates with no
-    server round trip.
+    The browser player gets this once per scenario and steps, scrubs, animates and asks
+    "predict the victim" with no server round trip.
     """
     timeline = run.timeline()
-    frames = []
+    frames, free_queues = [], []
     for pos in range(len(run.events) + 1):
-        frames.append(frame(run, contents, timeline.state_at(pos), pos))  # use the cursor before moving it
+        snap = timeline.state_at(pos)
+        frames.append(frame(run, contents, snap, pos))  # use the cursor before moving it
+        free_queues.append(list(snap.free_queue))
     jumps = {
         name: [i + 1 for i, e in enumerate(run.events) if e.kind in kinds]
         for name, kinds in JUMPS.items()
     }
+    questions = predict_questions(run, free_queues)
     return {"policy": run.free_policy, "num_blocks": run.num_blocks, "block_size": run.block_size,
-            "frames": frames, "jumps": jumps}
+            "frames": frames, "jumps": jumps, "questions": questions}
 
 
 def alignment(primary: ScenarioRun, other: ScenarioRun) -> list[int]:

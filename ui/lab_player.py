@@ -1,9 +1,10 @@
 """The lab's browser player: a small Streamlit component (plain HTML/CSS/JS in ``ui/lab_player/``).
 
 It receives a scenario's whole timeline once (:meth:`teaching.lab.LabRuns.playback`) and plays
-it client-side: step, scrub, autoplay and the transitions between states cost the server
-nothing. It returns ``{"step", "block", "nonce"}`` only when playback rests, so the URL can
-follow. Colours, glyphs and outlines come from :mod:`viz.theme`.
+it client-side: step, scrub, autoplay, the transitions between states and "predict the victim"
+(its questions and answers are in the timeline data) cost the server nothing. It returns
+``{"step", "block", "nonce"}`` only when playback rests, so the URL can follow. Colours,
+glyphs and outlines come from :mod:`viz.theme`.
 """
 
 from __future__ import annotations
@@ -59,12 +60,13 @@ def lab_player(
     labels: tuple[str, str] = ("", ""),
     notes: tuple[str, str] = ("", ""),
     projector: bool = False,
-    locked: bool = False,
+    predict: bool = False,
     ack: object = None,
     key: str = "lab_player",
 ) -> dict[str, Any] | None:
     """Draw the player for ``runs.runs[policy]`` at ``step``; the value it last sent (or None).
 
+    ``predict``: stop before each allocation that evicts and ask which block goes first.
     ``ack``: the nonce of the last value the page applied, so the player can tell a rerun that
     answers its newest step from an older one still in flight (and not jump back).
     """
@@ -74,6 +76,6 @@ def lab_player(
         other = {"data": runs.playback(compare_with), "align": alignment(runs.runs[policy], runs.runs[compare_with])}
     data_id = hashlib.sha1(f"{runs.text}|{settings_key}|{policy}|{compare_with}".encode()).hexdigest()[:16]
     return _component(
-        data=data, other=other, data_id=data_id, step=step, block=block, projector=projector, locked=locked,
+        data=data, other=other, data_id=data_id, step=step, block=block, projector=projector, predict=predict,
         labels=list(labels), notes=list(notes), theme=theme_args(), ack=ack, key=key, default=None,
     )

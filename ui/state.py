@@ -26,8 +26,6 @@ LAB_DEFAULTS: dict[str, object] = {
     "lab_projector": False,
     "lab_block": None,
     "lab_hash": None,
-    "lab_q": None,
-    "lab_revealed": False,
 }
 MAX_CACHED_RUNS = 4
 
@@ -111,6 +109,7 @@ def restore_from_url() -> None:
         st.session_state["cfg_num_blocks"] = num_blocks
     st.session_state["lab_compare"] = q.get("compare") == "1"
     st.session_state["lab_projector"] = q.get("projector") == "1"
+    st.session_state["lab_predict"] = q.get("predict") == "1"
     st.session_state["lab_block"] = _int(q.get("block"), 0, 255)
 
 
@@ -130,6 +129,8 @@ def write_url(settings: LabSettings) -> None:
         params["compare"] = "1"
     if s["lab_projector"]:
         params["projector"] = "1"
+    if s["lab_predict"]:
+        params["predict"] = "1"
     if s["lab_block"] is not None:
         params["block"] = str(s["lab_block"])
     if dict(st.query_params) != params:

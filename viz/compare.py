@@ -1,12 +1,15 @@
 """Compare figures: the same workload under cache off / vLLM / classic, and TTFT on the real model.
 
 Pure functions from plain records to Plotly bar charts; the colours come from
-:mod:`viz.theme` so "grey = nothing reused, green = served from the cache" holds here too.
+:mod:`viz.theme`'s series colours (settings, never a block state). :func:`policy_bars_html` draws
+the three settings as plain HTML bars instead, so the page's first picture comes with the page
+rather than after the browser has loaded Plotly.js.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from html import escape
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -50,6 +53,36 @@ def policy_figure(results: Sequence[PolicyResult], title: str | None = "Same wor
         height=420, margin=dict(l=70, r=20, t=100 if title else 60, b=60), bargap=0.35,
     ))
     return fig
+
+
+def policy_bars_html(results: Sequence[PolicyResult], title: str = "Same workload, three cache settings") -> str:
+    """The two panels of :func:`policy_figure` as HTML bars: prompt tokens served from the cache (%) and
+    prefill tokens computed, one labelled bar per setting, its value written beside it; details on hover."""
+    top_tokens = max([r.prefill_computed for r in results] + [1])
+
+    def panel(heading: str, rows: list[tuple[PolicyResult, float, float, str, str]]) -> str:
+        bars = "".join(
+            f"<div data-setting='{r.key}' data-value='{value:g}' title='{escape(hover)}' style='display:grid;"
+            "grid-template-columns:9.5em minmax(0,1fr) 4.5em;gap:8px;align-items:center;margin:6px 0'>"
+            f"<span style='overflow-wrap:anywhere'>{escape(r.label)}</span>"
+            f"<span style='display:block;height:22px;width:{share:.1%};min-width:2px;border-radius:3px;"
+            f"background:{SETTING_COLORS.get(r.key, SERIES_COLORS['off'])}'></span>"
+            f"<span style='font-weight:700;white-space:nowrap'>{text}</span></div>"
+            for r, value, share, text, hover in rows
+        )
+        return f"<div style='min-width:0'><div style='font-weight:600;margin-bottom:2px'>{escape(heading)}</div>{bars}</div>"
+
+    rates = [(r, 100 * r.hit_rate, r.hit_rate, f"{100 * r.hit_rate:.0f}%",
+              f"{r.label}: {r.hit_tokens} of {r.prompt_tokens} prompt tokens hit") for r in results]
+    computed = [(r, float(r.prefill_computed), r.prefill_computed / top_tokens, f"{r.prefill_computed:,}",
+                 f"{r.label}: {r.prefill_computed:,} tokens computed, {r.evictions} evictions") for r in results]
+    return (
+        "<div class='pl-bars' style='font-size:15px;color:#212121;margin-bottom:10px'>"
+        f"<div style='font-weight:700;font-size:17px;margin-bottom:6px'>{escape(title)}</div>"
+        "<div style='display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:10px 28px'>"
+        + panel("Prompt tokens served from the cache", rates) + panel("Prefill tokens computed", computed)
+        + "</div></div>"
+    )
 
 
 def ttft_figure(samples: Sequence[TtftSample], title: str | None = "Time to first token on the real model") -> go.Figure:

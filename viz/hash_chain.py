@@ -1,39 +1,47 @@
-"""The hash chain, animated: r2's blocks hashed one after another and looked up.
+"""The hash chain as plain HTML/CSS: r2's blocks hashed one after another and looked up.
 
 Each row is one logical block. The left column is r1 (already run: its full blocks sit
 in the hash table), the right column is r2, hashed block by block: parent hash + this
 block's tokens + extra keys -> digest -> lookup (hit, or miss). A hash that differs from
-r1's at the same position gets a highlighted outline, so editing one token lights up
+r1's at the same position gets the dotted "differs" outline, so editing one token lights up
 every later block: the chain carries the change forward.
 
-Play and the step slider run in the browser (Plotly animation frames, fixed axes); the
-``step`` argument picks which frame the static figure shows.
+Why HTML and not a Plotly figure: the page's picture then arrives in the same render as
+its title. A Plotly chart made the browser fetch and parse Plotly.js (several MB) first, so
+the chain stayed blank for a second or two after every cold load.
+
+Stepping and Play still run in the browser, with no script: the step buttons are radio
+inputs, and CSS derives what is shown from one integer, ``--step`` (how many of r2's full
+blocks are hashed). Each r2 tile carries its own ordinal ``--j``; ``clamp()`` turns
+``--step - --j`` into 0 or 1 for "revealed", and Play animates ``--step`` itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from html import escape
 from typing import TYPE_CHECKING
 
-import plotly.graph_objects as go
-
 from teaching.describe import describe_extra_keys
-from viz.theme import OUTLINES, STATE_COLORS, STATE_LABELS, base_layout, plain_text, short_hash
+from viz.theme import (
+    FONT_FAMILY,
+    OUTLINES,
+    PLAIN_OUTLINE,
+    STATE_GLYPHS,
+    legend_html,
+    short_hash,
+    swatch_css,
+    text_color,
+)
 
 if TYPE_CHECKING:
     from teaching.prefix_probe import BlockTrace
 
-ROW_STEP = 1.35  # vertical distance between block rows
-BOX_HEIGHT = 1.0
-LABEL_X = 0.0
-A_X0, A_W = 1.5, 4.6  # r1 column
-B_X0, B_W = 6.4, 4.6  # r2 column
-LOOKUP_X = 11.2
-X_MAX = 14.0
-MAX_TOKEN_LINE = 30
+MAX_TOKEN_LINE = 30  # characters of a block's tokens shown in its tile (all of them on hover)
+FRAME_S = 0.9  # seconds per hashed block when Play runs
 PENDING_FILL = "white"
 PENDING_LINE = "#9e9e9e"
-TEXT_DARK = "#212121"
+ID = "hc"  # the prefix of the radio inputs' ids (one chain per page)
 
 
 def short(block_hash: bytes | None) -> str:
@@ -43,7 +51,7 @@ def short(block_hash: bytes | None) -> str:
 
 def _tokens_line(tokens: Sequence[str]) -> str:
     line = " ".join(tokens)
-    return plain_text(line if len(line) <= MAX_TOKEN_LINE else line[: MAX_TOKEN_LINE - 1] + "…")
+    return line if len(line) <= MAX_TOKEN_LINE else line[: MAX_TOKEN_LINE - 1] + "…"
 
 
 def _extra_short(extra_keys: tuple | None) -> str:
@@ -58,25 +66,7 @@ def _extra_short(extra_keys: tuple | None) -> str:
             parts.append(f"salt {key[1]}")
         else:
             parts.append(str(key[0]))
-    return plain_text(" · ".join(parts))
-
-
-def _box_text(block: BlockTrace) -> str:
-    tokens = _tokens_line(block.tokens_text)
-    if not block.is_full:
-        return f"{tokens}<br><i>partial: never hashed</i>"
-    extra = _extra_short(block.extra_keys)
-    return f"{tokens}<br><b>#{short(block.block_hash)}</b>" + (f" · {extra}" if extra else "")
-
-
-def _hover(block: BlockTrace, who: str) -> str:
-    head = f"{who} block {block.index}: tokens {block.start}-{block.end - 1}<br>{plain_text(' '.join(block.tokens_text))}"
-    if not block.is_full:
-        return head + "<br>partial block: never hashed, so never cached"
-    return (
-        f"{head}<br>parent: {block.parent_hash.hex() if block.parent_hash else '-'}"
-        f"<br>extra keys: {describe_extra_keys(block.extra_keys)}<br>hash: {block.block_hash.hex() if block.block_hash else '-'}"
-    )
+    return " · ".join(parts)
 
 
 def lookup_text(block: BlockTrace, num_hits: int | None = None) -> str:
@@ -102,176 +92,179 @@ def changed_blocks(cached: Sequence[BlockTrace], probe: Sequence[BlockTrace]) ->
     ]
 
 
-def _state(block: BlockTrace) -> str:
+def block_state(block: BlockTrace, who: str) -> str:
+    """The theme state a block's tile is drawn in: r1's full blocks are cached; r2's hit or were computed."""
     if not block.is_full:
         return "partial"
+    if who == "r1":
+        return "cached_free"
     return "hit" if block.hit_block_id is not None else "computed"
 
 
-def _row_y(index: int) -> float:
-    return -index * ROW_STEP
-
-
-def _formula(probe: Sequence[BlockTrace], done: int, none_hash: bytes | None) -> str:
-    full = [b for b in probe if b.is_full]
-    num_hits = sum(1 for b in probe if b.hit_block_id is not None)
-    if done == 0:
-        root = f" = {short(none_hash)}" if none_hash else ""
-        return (
-            "Press ▶ to hash r2 block by block. Block 0's parent is NONE_HASH"
-            f"{root}, the hash of the seed."
-        )
-    block = full[done - 1]
+def _hover(block: BlockTrace, who: str) -> str:
+    head = f"{who} block {block.index}: tokens {block.start}-{block.end - 1}\n{' '.join(block.tokens_text)}"
+    if not block.is_full:
+        return head + "\npartial block: never hashed, so never cached"
     return (
-        f"<b>block {block.index}</b> = H( parent #{short(block.parent_hash)}, "
-        f"tokens ({_tokens_line(block.tokens_text)}), extra {_extra_short(block.extra_keys) or 'None'} )"
-        f" = <b>#{short(block.block_hash)}</b>  →  {lookup_text(block, num_hits)}"
+        f"{head}\nparent: {block.parent_hash.hex() if block.parent_hash else '-'}"
+        f"\nextra keys: {describe_extra_keys(block.extra_keys)}\nhash: {block.block_hash.hex() if block.block_hash else '-'}"
     )
 
 
-def _probe_frame(
-    cached: Sequence[BlockTrace], probe: Sequence[BlockTrace], done: int, none_hash: bytes | None
-) -> list[go.Scatter | go.Bar]:
-    """Traces 1-4 (the animated ones) after ``done`` full blocks of r2 were hashed."""
-    changed = set(changed_blocks(cached, probe))
-    num_hits = sum(1 for b in probe if b.hit_block_id is not None)
-    fills, lines, widths, texts, text_colors, lookups, labels = [], [], [], [], [], [], []
-    for block in probe:
-        revealed = not block.is_full or block.index < done
-        current = block.is_full and block.index == done - 1
-        if revealed:
-            state = _state(block)
-            fills.append(STATE_COLORS[state])
-            text_colors.append(TEXT_DARK if state == "partial" else "white")
-            texts.append(_box_text(block))
-            is_changed = block.index in changed
-            lines.append(OUTLINES["differs"].color if is_changed else TEXT_DARK)
-            widths.append(OUTLINES["differs"].width + 1 if is_changed else 1)
-            lookups.append(lookup_text(block, num_hits))
-        else:
-            fills.append(PENDING_FILL)
-            text_colors.append(PENDING_LINE)
-            texts.append(f"{_tokens_line(block.tokens_text)}<br>#????????")
-            lines.append(PENDING_LINE)
-            widths.append(1)
-            lookups.append("")
-        labels.append(f"{'▶ ' if current else ''}<b>block {block.index}</b>")
-    ys = [_row_y(b.index) for b in probe]
-    text_only = dict(mode="text", textposition="middle right", hoverinfo="skip", showlegend=False)
-    # Every attribute is repeated in every frame, so a frame never depends on merge rules.
-    return [
-        go.Bar(
-            name="r2", orientation="h", x=[B_W] * len(probe), base=[B_X0] * len(probe), y=ys, width=BOX_HEIGHT,
-            marker=dict(color=fills, line=dict(color=lines, width=widths)),
-            text=texts, textfont=dict(color=text_colors), textposition="inside", insidetextanchor="middle",
-            hovertext=[_hover(b, "r2") for b in probe], hoverinfo="text", showlegend=False,
-        ),
-        go.Scatter(name="lookup", x=[LOOKUP_X] * len(probe), y=ys, text=lookups, **text_only),
-        go.Scatter(name="labels", x=[LABEL_X] * len(probe), y=ys, text=labels, **text_only),
-        go.Scatter(name="formula", x=[LABEL_X], y=[1.9], text=[_formula(probe, done, none_hash)], **text_only),
+def formula(block: BlockTrace, num_hits: int) -> str:
+    """One hashing step in words: ``block 2 = H( parent #…, tokens (…), extra None ) = #… → ✗ miss`` (escaped HTML)."""
+    return (
+        f"<b>block {block.index}</b> = H( parent #{short(block.parent_hash)}, "
+        f"tokens ({escape(_tokens_line(block.tokens_text))}), extra {escape(_extra_short(block.extra_keys) or 'None')} )"
+        f" = <b>#{short(block.block_hash)}</b> → {escape(lookup_text(block, num_hits))}"
+    )
+
+
+def _start_text(none_hash: bytes | None) -> str:
+    root = f" = #{short(none_hash)}" if none_hash else ""
+    return f"Press ▶ Play to hash r2 block by block. Block 0's parent is NONE_HASH{root}, the hash of the seed."
+
+
+def _tile(block: BlockTrace, who: str, *, ordinal: int | None = None, differs: bool = False) -> str:
+    """One block's tile: its tokens, then ``◆ #hash · extra`` (or "partial: never hashed"), full details on hover."""
+    state = block_state(block, who)
+    tokens = escape(_tokens_line(block.tokens_text))
+    if block.is_full:
+        extra = _extra_short(block.extra_keys)
+        second = f"{STATE_GLYPHS[state]} <b class='h'>#{short(block.block_hash)}</b>" + (f" · {escape(extra)}" if extra else "")
+    else:
+        second = f"{STATE_GLYPHS[state]} <i>partial: never hashed</i>"
+    classes = ["hc-tile", who] + (["differs"] if differs else []) + (["chained"] if block.is_full and block.index else [])
+    style = f"{swatch_css(state)};color:{text_color(state)}"
+    pending = ""
+    if ordinal is not None:  # an r2 block that Play reveals: covered until --step reaches it
+        style += f";--j:{ordinal}"
+        pending = f"<span class='hc-pending' aria-hidden='true'>{tokens}<br>#????????</span>"
+    return (
+        f"<div class='{' '.join(classes)}' data-state='{state}' style='{style}' title='{escape(_hover(block, who))}'>"
+        f"<span class='t'>{tokens}</span><span class='s'>{second}</span>{pending}</div>"
+    )
+
+
+def hash_chain_css(num_full: int) -> str:
+    """The chain's stylesheet for ``num_full`` hashed blocks (a ``<style>`` element of its own).
+
+    Streamlit's ``st.html`` keeps a style-only body as a stylesheet but strips ``<style>`` out of
+    mixed HTML, so the page passes this and :func:`hash_chain_html` in two calls. The per-step
+    rules tie each radio to a value of ``--step``.
+    """
+    differs = OUTLINES["differs"]
+    rules = [
+        # '\\3c ' is "<" as a CSS escape: Streamlit's sanitizer drops a <style> whose text holds a "<".
+        "@property --step { syntax: '\\3c integer>'; inherits: true; initial-value: 0; }",
+        f"@keyframes hc-play {{ from {{ --step: 0; }} to {{ --step: {num_full}; }} }}",
+        f".pl-chain {{ font-family: {FONT_FAMILY}; font-size: 15px; color: #212121; }}",
+        ".pl-chain .hc-radio { position: absolute; opacity: 0; width: 1px; height: 1px; margin: 0; }",
+        f".pl-chain .hc-body {{ --step: {num_full}; }}",
+        f"#{ID}-play:checked ~ .hc-body {{ animation: hc-play {max(1, num_full) * FRAME_S:.1f}s linear forwards; }}",
+        ".pl-chain .hc-steps { display: flex; flex-wrap: wrap; gap: 4px; align-items: center; margin: 2px 0 8px; }",
+        ".pl-chain .hc-steps label { border: 1px solid #b0bec5; border-radius: 6px; padding: 2px 9px; cursor: pointer;"
+        " background: white; white-space: nowrap; }",
+        ".pl-chain .hc-steps .lbl { color: #546e7a; margin-right: 4px; white-space: nowrap; }",
+        ".pl-chain .hc-formulas { display: grid; min-height: 2.6em; margin-bottom: 10px; overflow-wrap: anywhere; }",
+        ".pl-chain .hc-f { grid-area: 1 / 1; background: #f5f7fa; border-left: 6px solid #263238; padding: 4px 10px;"
+        " opacity: max(0, 1 - (var(--step) - var(--k)) * (var(--step) - var(--k))); }",
+        ".pl-chain .hc-grid { display: grid; grid-template-columns: 6.2em minmax(0, 1fr) minmax(0, 1fr) 11.5em;"
+        " column-gap: 12px; row-gap: 16px; align-items: center; }",
+        ".pl-chain .hc-head { font-weight: 700; }",
+        ".pl-chain .hc-label { font-weight: 700; white-space: nowrap; position: relative; padding-left: 1.1em; }",
+        ".pl-chain .hc-label .cur { position: absolute; left: 0; opacity: max(0, 1 - (var(--step) - var(--j)) * (var(--step) - var(--j))); }",
+        f".pl-chain .hc-tile {{ position: relative; border: 1px solid {PLAIN_OUTLINE}; border-radius: 6px;"
+        " padding: 4px 8px; line-height: 1.3; min-width: 0; }",
+        ".pl-chain .hc-tile .t, .pl-chain .hc-tile .s { display: block; overflow-wrap: anywhere; }",
+        ".pl-chain .hc-tile .h { font-family: ui-monospace, 'DejaVu Sans Mono', monospace; }",
+        ".pl-chain .hc-tile.chained::before { content: '↓'; position: absolute; top: -17px; left: 50%;"
+        " transform: translateX(-50%); color: #616161; font-weight: 700; line-height: 1; }",
+        f".pl-chain .hc-tile.differs::after {{ content: ''; position: absolute; inset: -5px; border: {differs.css};"
+        " border-radius: 8px; pointer-events: none; }",
+        ".pl-chain .hc-tile.r2.differs::after, .pl-chain .hc-lookup {"
+        " opacity: clamp(0, var(--step) - var(--j) + 1, 1); transition: opacity .45s; }",
+        f".pl-chain .hc-pending {{ position: absolute; inset: 0; border-radius: 6px; background: {PENDING_FILL};"
+        f" border: 1px dashed {PENDING_LINE}; color: {PENDING_LINE}; padding: 4px 8px; overflow: hidden; overflow-wrap: anywhere;"
+        " opacity: clamp(0, var(--j) - var(--step), 1); transition: opacity .45s; pointer-events: none; }",
+        ".pl-chain .hc-legend { margin-top: 12px; }",
+        ".pl-chain .hc-key { display: inline-flex; align-items: center; margin-right: 12px; white-space: nowrap;"
+        " font-size: .9rem; }",
     ]
+    for k in range(num_full + 1):  # the chosen step, and which button shows as pressed / focused
+        rules.append(f"#{ID}-s{k}:checked ~ .hc-body {{ --step: {k}; }}")
+        rules.append(f"#{ID}-s{k}:checked ~ .hc-body label[for={ID}-s{k}] {{ background: #263238; color: white; }}")
+        rules.append(f"#{ID}-s{k}:focus-visible ~ .hc-body label[for={ID}-s{k}] {{ outline: 3px solid #7b3294; }}")
+    rules.append(f"#{ID}-play:checked ~ .hc-body label[for={ID}-play] {{ background: #263238; color: white; }}")
+    rules.append(f"#{ID}-play:focus-visible ~ .hc-body label[for={ID}-play] {{ outline: 3px solid #7b3294; }}")
+    return "<style>" + "\n".join(rules) + "</style>"
 
 
-def hash_chain_figure(
+def _legend() -> str:
+    differs = OUTLINES["differs"]
+    extra = (
+        f"<span class='hc-key'><span style='width:14px;height:14px;border:{differs.css};margin-right:6px'></span>"
+        "hash differs from r1's</span>"
+        f"<span class='hc-key'><span style='width:16px;height:16px;border:1px dashed {PENDING_LINE};"
+        f"background:{PENDING_FILL};margin-right:6px'></span>not hashed yet</span>"
+    )
+    return f"<div class='hc-legend'>{legend_html(['cached_free', 'hit', 'computed', 'partial'])} {extra}</div>"
+
+
+def hash_chain_html(
     cached: Sequence[BlockTrace],
     probe: Sequence[BlockTrace],
     *,
-    step: int | None = None,
     none_hash: bytes | None = None,
     names: tuple[str, str] = ("r1 (ran first, cached)", "r2 (hashed now, looked up)"),
-    frame_ms: int = 900,
-) -> go.Figure:
-    """Both chains side by side, with one animation frame per hashed block of r2.
+) -> str:
+    """Both chains side by side as one HTML string for ``st.html``: every user text escaped.
 
-    ``step`` is how many of r2's full blocks the static picture shows as hashed
-    (default: all of them). Frame ``k`` shows ``k`` blocks hashed.
+    Styled by :func:`hash_chain_css` (for as many full blocks as ``probe`` has). It opens with all of r2's full blocks hashed; the step buttons (radio inputs) show any
+    earlier moment, ▶ Play hashes them one by one, ``FRAME_S`` seconds each.
     """
-    num_full = sum(1 for b in probe if b.is_full)
-    step = num_full if step is None else max(0, min(step, num_full))
-    n_rows = max(len(cached), len(probe), 1)
+    full = [b for b in probe if b.is_full]
+    num_full = len(full)
+    num_hits = sum(1 for b in probe if b.hit_block_id is not None)
+    changed = set(changed_blocks(cached, probe))
+    ordinal = {b.index: j for j, b in enumerate(full, start=1)}
 
-    fig = go.Figure()
-    fig.add_trace(
-        go.Bar(
-            name=names[0], orientation="h", x=[A_W] * len(cached), base=[A_X0] * len(cached),
-            y=[_row_y(b.index) for b in cached], width=BOX_HEIGHT,
-            marker=dict(
-                color=[STATE_COLORS["cached_free" if b.is_full else "partial"] for b in cached],
-                line=dict(color=TEXT_DARK, width=1),
-            ),
-            text=[_box_text(b) for b in cached], textposition="inside", insidetextanchor="middle",
-            textfont=dict(color=TEXT_DARK), hovertext=[_hover(b, "r1") for b in cached], hoverinfo="text",
-            showlegend=False,
-        )
-    )
-    fig.add_traces(_probe_frame(cached, probe, step, none_hash))
-    # Column headings and the chain arrows never change: they live in the layout.
-    annotations = [
-        dict(x=A_X0 + A_W / 2, y=1.0, text=f"<b>{names[0]}</b>", showarrow=False),
-        dict(x=B_X0 + B_W / 2, y=1.0, text=f"<b>{names[1]}</b>", showarrow=False),
-        dict(x=LOOKUP_X, y=1.0, text="<b>lookup</b>", showarrow=False, xanchor="left"),
-    ]
-    for column_x, blocks in ((A_X0 + A_W / 2, cached), (B_X0 + B_W / 2, probe)):
-        for block in blocks[1:]:
-            if block.is_full:  # a partial block is never hashed: no parent link
-                annotations.append(
-                    dict(
-                        x=column_x, y=_row_y(block.index) + BOX_HEIGHT / 2, ax=column_x,
-                        ay=_row_y(block.index - 1) - BOX_HEIGHT / 2, xref="x", yref="y", axref="x", ayref="y",
-                        showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=2, arrowcolor="#616161", text="",
-                    )
-                )
-    legend_items = [
-        (STATE_LABELS["cached_free"] + " (r1)", STATE_COLORS["cached_free"], TEXT_DARK),
-        (STATE_LABELS["hit"], STATE_COLORS["hit"], STATE_COLORS["hit"]),
-        ("miss: computed", STATE_COLORS["computed"], STATE_COLORS["computed"]),
-        (STATE_LABELS["partial"], STATE_COLORS["partial"], STATE_COLORS["partial"]),
-        ("hash differs from r1 (thick outline)", "white", OUTLINES["differs"].color),
-        ("not hashed yet", PENDING_FILL, PENDING_LINE),
-    ]
-    for name, fill, line in legend_items:
-        fig.add_trace(
-            go.Scatter(
-                name=name, x=[None], y=[None], mode="markers", showlegend=True, hoverinfo="skip",
-                marker=dict(symbol="square", size=18, color=fill, line=dict(color=line, width=3)),
-            )
-        )
-    frames = [
-        go.Frame(name=str(k), data=_probe_frame(cached, probe, k, none_hash), traces=[1, 2, 3, 4])
+    radios = [f"<input type='radio' class='hc-radio' name='{ID}-step' id='{ID}-play' aria-label='Play'>"]
+    radios += [
+        f"<input type='radio' class='hc-radio' name='{ID}-step' id='{ID}-s{k}' aria-label='{k} blocks of r2 hashed'"
+        + (" checked" if k == num_full else "") + ">"
         for k in range(num_full + 1)
     ]
-    fig.frames = frames
-    still = {"frame": {"duration": 0, "redraw": True}, "mode": "immediate", "transition": {"duration": 0}}
-    fig.update_layout(
-        **base_layout(
-            barmode="overlay",
-            showlegend=True,
-            legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"),
-            annotations=annotations,
-            height=260 + 78 * n_rows,
-            margin=dict(l=10, r=10, t=70, b=90),
-            uniformtext=dict(minsize=12, mode="show"),
-            updatemenus=[
-                dict(
-                    type="buttons", direction="left", x=0, y=0, xanchor="left", yanchor="top",
-                    pad=dict(t=10, r=10), showactive=False,
-                    buttons=[
-                        dict(label="▶ Play", method="animate", args=[None, {
-                            "frame": {"duration": frame_ms, "redraw": True}, "fromcurrent": False,
-                            "transition": {"duration": 0}, "mode": "immediate"}]),
-                        dict(label="❚❚ Pause", method="animate", args=[[None], still]),
-                    ],
-                )
-            ],
-            sliders=[
-                dict(
-                    active=step, x=0.2, y=0, len=0.8, xanchor="left", yanchor="top", pad=dict(t=10),
-                    currentvalue=dict(prefix="blocks of r2 hashed: ", visible=True, xanchor="right"),
-                    steps=[dict(label=str(k), method="animate", args=[[str(k)], still]) for k in range(num_full + 1)],
-                )
-            ],
-        )
+    steps = (
+        "<div class='hc-steps'>"
+        f"<label for='{ID}-play' title='Hash r2 block by block'>▶ Play</label>"
+        "<span class='lbl'>&nbsp;blocks of r2 hashed:</span>"
+        + "".join(f"<label for='{ID}-s{k}'>{k}</label>" for k in range(num_full + 1))
+        + "</div>"
     )
-    fig.update_xaxes(visible=False, range=[-0.1, X_MAX], fixedrange=True)
-    fig.update_yaxes(visible=False, range=[_row_y(n_rows - 1) - 0.8, 2.4], fixedrange=True)
-    return fig
+    formulas = [f"<div class='hc-f' style='--k:0'>{escape(_start_text(none_hash))}</div>"]
+    formulas += [f"<div class='hc-f' style='--k:{ordinal[b.index]}'>{formula(b, num_hits)}</div>" for b in full]
+
+    cells = [
+        "<div></div>", f"<div class='hc-head'>{escape(names[0])}</div>",
+        f"<div class='hc-head'>{escape(names[1])}</div>", "<div class='hc-head'>lookup</div>",
+    ]
+    for index in range(max(len(cached), len(probe))):
+        a = cached[index] if index < len(cached) else None
+        b = probe[index] if index < len(probe) else None
+        j = ordinal.get(index)
+        cur = "<span class='cur'>▶</span>" if j is not None else ""
+        cells.append(f"<div class='hc-label' style='--j:{j or 0}'>{cur}block {index}</div>")
+        cells.append(_tile(a, "r1") if a else "<div></div>")
+        if b is None:
+            cells += ["<div></div>", "<div></div>"]
+            continue
+        cells.append(_tile(b, "r2", ordinal=j, differs=index in changed))
+        lookup_style = f" style='--j:{j}'" if j is not None else ""
+        cells.append(f"<div class='hc-lookup'{lookup_style}>{escape(lookup_text(b, num_hits))}</div>")
+
+    return (
+        f"<div class='pl-chain'>{''.join(radios)}<div class='hc-body'>{steps}"
+        f"<div class='hc-formulas'>{''.join(formulas)}</div>"
+        f"<div class='hc-grid'>{''.join(cells)}</div>{_legend()}</div></div>"
+    )

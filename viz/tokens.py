@@ -4,15 +4,30 @@ Reusable by any page (Why did it miss?, Playground): give it the token texts, th
 size and one state per block, and it draws the tokens in rows of blocks, coloured by state
 (``hit`` / ``computed`` / ``partial``, from :mod:`viz.theme`), with a short hash above each
 block. It knows nothing about the engine.
+
+Two renderings of one picture: :func:`token_blocks_figure` (Plotly) and
+:func:`token_blocks_html` (plain HTML/CSS for ``st.html``). The HTML one is in the page's
+own render, so it shows at once; a Plotly chart waits for the browser to load Plotly.js.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from html import escape
 
 import plotly.graph_objects as go
 
-from viz.theme import OUTLINES, STATE_COLORS, base_layout, plain_text, state_tag, text_color
+from viz.theme import (
+    OUTLINES,
+    STATE_COLORS,
+    STATE_GLYPHS,
+    base_layout,
+    legend_html,
+    plain_text,
+    state_tag,
+    swatch_css,
+    text_color,
+)
 
 #: The states a block of a request can be in, in legend order.
 BLOCK_STATES = ("hit", "computed", "partial")
@@ -43,6 +58,19 @@ def _block_label(index: int, label: str | None, block_size: int, physical_id: in
 def num_blocks(num_tokens: int, block_size: int) -> int:
     """Blocks needed for ``num_tokens`` tokens (the last one may be partial)."""
     return -(-num_tokens // block_size)
+
+
+def _check_states(num_tokens: int, block_size: int, states: Sequence[str]) -> int:
+    """The number of blocks, after checking there is one known state per block (``ValueError`` if not)."""
+    if block_size < 1:
+        raise ValueError(f"block_size must be at least 1, got {block_size}.")
+    n_blocks = num_blocks(num_tokens, block_size)
+    if len(states) != n_blocks:
+        raise ValueError(f"Expected one state per block ({n_blocks}), got {len(states)}.")
+    unknown = sorted(set(states) - set(BLOCK_STATES))
+    if unknown:
+        raise ValueError(f"Unknown block state(s) {unknown}; use {list(BLOCK_STATES)}.")
+    return n_blocks
 
 
 def token_blocks_figure(
@@ -76,14 +104,7 @@ def token_blocks_figure(
 
     Raises ``ValueError`` when ``states`` does not have one entry per block.
     """
-    if block_size < 1:
-        raise ValueError(f"block_size must be at least 1, got {block_size}.")
-    n_blocks = num_blocks(len(tokens_text), block_size)
-    if len(states) != n_blocks:
-        raise ValueError(f"Expected one state per block ({n_blocks}), got {len(states)}.")
-    unknown = sorted(set(states) - set(BLOCK_STATES))
-    if unknown:
-        raise ValueError(f"Unknown block state(s) {unknown}; use {list(BLOCK_STATES)}.")
+    n_blocks = _check_states(len(tokens_text), block_size, states)
     labels = list(hash_labels) if hash_labels is not None else [None] * n_blocks
     hovers = list(hover_hashes) if hover_hashes is not None else labels
     physical = list(physical_ids) if physical_ids is not None else [None] * n_blocks
@@ -179,3 +200,65 @@ def token_blocks_figure(
     fig.update_xaxes(visible=False, range=[-0.2, row_width + 0.2], fixedrange=True)
     fig.update_yaxes(visible=False, range=[-(n_rows - 1) * ROW_HEIGHT - 0.7, 1.15], fixedrange=True)
     return fig
+
+
+#: The stylesheet of :func:`token_blocks_html`, for a style-only ``st.html`` call of its own
+#: (Streamlit strips ``<style>`` out of mixed HTML but keeps a style-only body).
+TOKENS_CSS = (
+    "<style>"
+    ".pl-tokens { font-size: 15px; color: #212121; margin-bottom: 10px; }"
+    ".pl-tokens .tb-title { font-weight: 700; margin-bottom: 2px; }"
+    ".pl-tokens .tb-blocks { display: flex; flex-wrap: wrap; gap: 10px 14px; margin-top: 6px; }"
+    ".pl-tokens .tb-block { border: 2px solid #212121; border-radius: 6px; padding: 3px; max-width: 100%; }"
+    ".pl-tokens .tb-block[data-state=partial] { border-style: dashed; }"
+    ".pl-tokens .tb-label { padding: 0 3px 3px; overflow-wrap: anywhere; }"
+    ".pl-tokens .tb-label .h { font-family: ui-monospace, 'DejaVu Sans Mono', monospace; }"
+    ".pl-tokens .tb-cells { display: flex; flex-wrap: wrap; gap: 3px; }"
+    ".pl-tokens .tb-tok { padding: 3px 6px; border-radius: 3px; white-space: nowrap; min-width: 1.8em; text-align: center; }"
+    f".pl-tokens .tb-tok.marked {{ outline: {OUTLINES['differs'].css}; outline-offset: 1px; }}"
+    "</style>"
+)
+
+
+def token_blocks_html(
+    tokens_text: Sequence[str],
+    block_size: int,
+    states: Sequence[str],
+    hash_labels: Sequence[str | None] | None = None,
+    *,
+    hover_hashes: Sequence[str | None] | None = None,
+    marked_tokens: Collection[int] = (),
+    title: str | None = None,
+    max_token_chars: int = MAX_TOKEN_CHARS,
+) -> str:
+    """The picture of :func:`token_blocks_figure` as HTML (style it with ``TOKENS_CSS``); all text escaped.
+
+    Each block is a box headed ``✓ block 2 · 1a2b3c4d`` (the state's glyph, then its short
+    hash, or "no hash yet"), holding its tokens in the state's fill; the tokens in
+    ``marked_tokens`` get the dotted "first difference" outline. Blocks wrap to the width.
+    """
+    n_blocks = _check_states(len(tokens_text), block_size, states)
+    labels = list(hash_labels) if hash_labels is not None else [None] * n_blocks
+    hovers = list(hover_hashes) if hover_hashes is not None else labels
+    blocks = []
+    for block in range(n_blocks):
+        state = states[block]
+        start, end = block * block_size, min(len(tokens_text), (block + 1) * block_size)
+        cells = "".join(
+            f"<span class='tb-tok{' marked' if p in marked_tokens else ''}' style='{swatch_css(state)};"
+            f"color:{text_color(state)}' title='{escape(f'token {p}: {tokens_text[p]!r}')}'>"
+            f"{escape(_clip(tokens_text[p], max_token_chars))}</span>"
+            for p in range(start, end)
+        )
+        label = labels[block]
+        hover = f"block {block}: tokens {start}-{end - 1}\n" + (
+            f"hash {hovers[block]}" if hovers[block] else "not full yet: no hash, so not cached")
+        blocks.append(
+            f"<div class='tb-block' data-state='{state}' title='{escape(hover)}'>"
+            f"<div class='tb-label'>{STATE_GLYPHS[state]} <b>block {block}</b> · "
+            + (f"<span class='h'>{escape(label)}</span>" if label else "no hash yet")
+            + f"</div><div class='tb-cells'>{cells}</div></div>"
+        )
+    head = f"<div class='tb-title'>{escape(title)}</div>" if title else ""
+    return (f"<div class='pl-tokens'>{head}{legend_html(BLOCK_STATES)}"
+            f"<div class='tb-blocks'>{''.join(blocks)}</div></div>")

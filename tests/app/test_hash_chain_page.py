@@ -1,14 +1,13 @@
-"""The Hash chain page in AppTest: drive its widgets, read its text and figure JSON."""
+"""The Hash chain page in AppTest: drive its widgets, read its text and the chain's HTML."""
 
 from __future__ import annotations
 
-import json
+import re
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.conftest import page_path, run_page
-from viz.theme import OUTLINES
 
 PAGE = page_path("hash_chain")
 
@@ -18,10 +17,17 @@ def at() -> AppTest:
     return run_page("hash_chain")
 
 
-def figure(at: AppTest) -> dict:
-    charts = at.get("plotly_chart")
-    assert len(charts) == 1
-    return json.loads(charts[0].proto.spec)
+def chain(at: AppTest) -> str:
+    """The chain's HTML: drawn by the page itself, no Plotly figure (whose JS bundle left it blank)."""
+    assert not at.get("plotly_chart")
+    bodies = [h.value for h in at.html if h.value.startswith("<div class='pl-chain'>")]
+    assert len(bodies) == 1
+    return bodies[0]
+
+
+def r2_tiles(at: AppTest) -> list[str]:
+    """Each r2 tile's opening tag and text, in block order."""
+    return re.findall(r"<div class='hc-tile r2.*?</div>", chain(at), re.S)
 
 
 def metrics(at: AppTest) -> dict[str, str]:
@@ -29,16 +35,14 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def r2_hashes(at: AppTest) -> list[str]:
-    return [t.split("#")[1][:8] for t in figure(at)["data"][1]["text"] if "#" in t]
+    return re.findall(r"<b class='h'>#([0-9a-f]{8})</b>", "".join(r2_tiles(at)))
 
 
 def test_default_edit_changes_every_later_hash(at: AppTest) -> None:
     assert at.title[0].value == "Hash chain"
     assert metrics(at) == {"r2 blocks hashed": "5", "hashes that differ from r1": "3", "blocks r2 hits": "2"}
-    fig = figure(at)
-    assert len(fig["frames"]) == 6
-    lines = fig["data"][1]["marker"]["line"]["color"]
-    assert [c == OUTLINES["differs"].color for c in lines] == [False, False, True, True, True, False]
+    assert len(re.findall(r"id='hc-s\d+'", chain(at))) == 6
+    assert ["differs" in t.split("'")[1] for t in r2_tiles(at)] == [False, False, True, True, True, False]
     assert "vllm-none-hash" in at.info[0].value and "fixed default for sha256" in at.info[0].value
     assert any("from block 2 on (3 of 5)" in m.value for m in at.markdown)
     assert any("token 11 changed from 'dog' to 'cat': it sits in block 2" in m.value for m in at.markdown)
@@ -70,14 +74,14 @@ def test_algorithm_and_seed(at: AppTest) -> None:
 def test_salt_changes_only_block_zeros_extra_keys_but_every_hash(at: AppTest) -> None:
     at.text_input(key="hc_r2_salt").set_value("alice").run()
     assert metrics(at)["hashes that differ from r1"] == "5"
-    texts = figure(at)["data"][1]["text"]
+    texts = r2_tiles(at)
     assert "salt alice" in texts[0] and not any("salt" in t for t in texts[1:])
     assert any("block 0 only" in m.value for m in at.markdown)
 
 
 def test_lora_is_on_every_block(at: AppTest) -> None:
     at.text_input(key="hc_r2_lora").set_value("sql").run()
-    texts = figure(at)["data"][1]["text"]
+    texts = r2_tiles(at)
     assert all("lora sql" in t for t in texts[:5])
     assert any("every block" in m.value for m in at.markdown)
 
@@ -85,14 +89,13 @@ def test_lora_is_on_every_block(at: AppTest) -> None:
 def test_block_size(at: AppTest) -> None:
     at.number_input(key="hc_block_size").set_value(8).run()
     assert metrics(at)["r2 blocks hashed"] == "2" and metrics(at)["blocks r2 hits"] == "1"
-    assert len(figure(at)["frames"]) == 3
+    assert len(re.findall(r"id='hc-s\d+'", chain(at))) == 3
 
 
 def test_one_slider_for_one_thing(at: AppTest) -> None:
-    """The figure's own slider (and Play) steps through the blocks in the browser; the page adds no second one."""
+    """The chain's own step buttons (and Play) step through the blocks in the browser; no server-side slider."""
     assert not at.slider
-    fig = figure(at)
-    assert len(fig["layout"]["sliders"]) == 1 and len(fig["frames"]) == 6
+    assert len(re.findall(r"name='hc-step'", chain(at))) == 7  # Play, then 0..5 blocks hashed
     explained = [m.value for m in at.markdown if "**Block 0** = H(parent" in m.value]
     assert explained and explained[0].count("**Block") == 5  # every full block of r2, in words
 
@@ -130,8 +133,7 @@ def test_long_prompts_draw_a_bounded_figure(at: AppTest) -> None:
     at.number_input(key="hc_block_size").set_value(1).run()
     assert not at.exception and metrics(at)["r2 blocks hashed"] == "200"
     assert "first 32 blocks only" in at.warning[0].value
-    fig = figure(at)
-    assert len(fig["data"][1]["y"]) == 32 and len(fig["frames"]) == 33
+    assert len(r2_tiles(at)) == 32 and len(re.findall(r"id='hc-s\d+'", chain(at))) == 33
 
 
 def test_defaults_follow_the_apps_sidebar_settings_when_present() -> None:

@@ -1,8 +1,8 @@
 """The lab page driven through its widgets, asserting on what it hands the browser player.
 
 The player (ui/lab_player) plays the timeline client-side; here we check the data it gets
-(every state, the jumps, the alignment in compare mode) and the server-side modes (predict,
-projector, URL). tests/e2e/test_lab_player.py checks the player itself in chromium.
+(every state, the jumps, the alignment in compare mode, the predict questions) and the
+server-side modes (projector, URL). tests/e2e/test_lab_player.py checks the player itself in chromium.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def test_lab_sends_the_whole_timeline_once(lab: AppTest) -> None:
     assert "r0 releases blocks 5, 4, 3, 2 and 1" in frames[22]["card"]["body"]
     assert frames[22]["fq"] == [5, 8, 9, 10, 4, 3]
     assert all(len(h) == 8 for f in frames for h in f["hash"] if h)  # one hash length
-    assert args["theme"]["glyph"]["hit"] == "✓" and not args["projector"] and not args["locked"]
+    assert args["theme"]["glyph"]["hit"] == "✓" and not args["projector"] and not args["predict"]
     assert not lab.error
 
 
@@ -102,31 +102,28 @@ def test_projector_mode_from_the_url() -> None:
     assert at.query_params["projector"] in (["1"], "1")
 
 
-def test_predict_the_victim_right_and_wrong() -> None:
+def test_predict_the_victim_questions_go_to_the_player_with_their_answers() -> None:
+    """The questions, the right answer and every verdict are computed here and sent once; the player asks them."""
     at = new_app(scenario="design-doc", policy="classic")
     at.run()
+    assert not player(at)["predict"]
     at.toggle(key="_w_lab_predict").set_value(True).run()
     assert not at.exception
-    question = at.session_state["lab_q"]
-    assert question.answer == 4 and at.session_state["lab_pos"] == question.ask_at
-    assert "Predict the victim" in markdown_text(at)
-    assert at.button(key="predict_reveal").disabled  # no guess yet
-    at.button_group[0].set_value(8).run()
-    click(at, "predict_reveal")
-    assert at.error and "block 4 is evicted" in at.error[0].value
-    assert at.session_state["lab_pos"] == question.reveal_at
-    # Ask again from the start and answer right.
-    at.toggle(key="_w_lab_predict").set_value(False).run()
-    at.session_state["lab_pos"] = 0
-    at.toggle(key="_w_lab_predict").set_value(True).run()
-    at.button_group[0].set_value(4).run()
-    click(at, "predict_reveal")
-    assert at.success and "Right!" in at.success[0].value
+    args = player(at)
+    assert args["predict"] and args["step"] == 0  # the server does not move or lock the player
+    (question,) = args["data"]["questions"]
+    assert question["answer"] == 4 and question["queue"] == args["data"]["frames"][question["ask_at"]]["fq"]
+    assert args["data"]["frames"][question["reveal_at"]]["evictions"] == 1
+    assert question["text"].startswith("r2 is about to take")
+    assert question["right"].startswith("Right! Block 4 is evicted.")
+    assert question["wrong"].startswith("Not quite: you picked {guess}, but block 4 is evicted.")  # the player fills in
+    assert "the first one still holding a hash is evicted" in question["wrong"]
+    assert at.query_params["predict"] in (["1"], "1")
 
 
-def test_predict_without_eviction_says_so(lab: AppTest) -> None:
+def test_predict_without_eviction_sends_no_question(lab: AppTest) -> None:
     lab.toggle(key="_w_lab_predict").set_value(True).run()
-    assert any("No allocation ahead" in i.value for i in lab.info)
+    assert player(lab)["predict"] and player(lab)["data"]["questions"] == []  # the player says so
 
 
 def test_url_restores_scenario_step_and_settings() -> None:
@@ -153,27 +150,12 @@ def test_settings_that_cannot_fit_show_an_error_not_a_traceback(lab: AppTest) ->
     assert lab.error and "Line" in lab.error[0].value
 
 
-def test_predict_next_question_walks_through_evictions() -> None:
-    at = new_app(scenario="eviction-pressure")
+def test_predict_questions_follow_one_another() -> None:
+    at = new_app(scenario="eviction-pressure", predict="1")
     at.run()
-    at.toggle(key="_w_lab_predict").set_value(True).run()
-    first = at.session_state["lab_q"]
-    at.button_group[0].set_value(first.answer).run()
-    click(at, "predict_reveal")
-    assert "Right!" in at.success[0].value
-    click(at, "predict_next")
-    second = at.session_state["lab_q"]
-    assert second is not None and second.ask_at > first.ask_at
-    assert at.session_state["lab_pos"] == second.ask_at
-    assert not at.session_state["lab_revealed"]
-
-
-def test_predict_locks_the_player_at_the_question() -> None:
-    at = new_app(scenario="design-doc", policy="classic")
-    at.run()
-    at.toggle(key="_w_lab_predict").set_value(True).run()
-    args = player(at)
-    assert args["locked"] and args["step"] == at.session_state["lab_q"].ask_at
+    first, second = player(at)["data"]["questions"]
+    assert at.toggle(key="_w_lab_predict").value
+    assert first["reveal_at"] <= second["ask_at"]
 
 
 def test_hash_algorithm_changes_the_hashes() -> None:

@@ -132,6 +132,26 @@ def open_page(page, url: str, timeout_ms: int = 60_000) -> None:  # type: ignore
     assert_no_exceptions(page)
 
 
+def open_and_see_at_once(page, url: str, content: str, text: str) -> None:  # type: ignore[no-untyped-def]
+    """Open ``url`` in a fresh tab and check ``content`` (holding ``text``) is there as the script finishes.
+
+    Generous: once the script run has finished its output is already on its way into the DOM,
+    so 1.5 s is plenty for the page's own HTML, and far too little for a chart that first
+    fetches and parses Plotly.js (~4.7 MB): no chart bundle may be requested at all.
+    """
+    chart_bundles: list[str] = []
+    page.on("request", lambda r: chart_bundles.append(r.url) if "Plotly" in r.url else None)
+    page.goto(url, wait_until="domcontentloaded")
+    page.wait_for_selector(IDLE_APP, timeout=60_000)
+    page.wait_for_function(
+        "([sel, text]) => { const c = document.querySelector(sel); return !!c && !!document.querySelector('h1')"
+        " && c.innerText.includes(text); }",
+        arg=[content, text], timeout=1500,
+    )
+    assert_no_exceptions(page)
+    assert not chart_bundles, f"the page loaded a chart bundle: {chart_bundles}"
+
+
 def nav_pages(page) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
     """``(label, href)`` of every page in the app's navigation (sidebar or top bar)."""
     more = page.query_selector("[data-testid=stSidebarNavViewButton]")

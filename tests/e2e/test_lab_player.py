@@ -3,7 +3,8 @@
 The player (ui/lab_player) gets the whole timeline once; these tests check in a real browser
 that stepping animates (a transition runs, a block passes through intermediate positions),
 that autoplay sends nothing to the server per frame (websocket frames counted), that keys work
-after clicking a toggle, and that projector mode fits one 1024x768 screen.
+after clicking a toggle, that projector mode fits one 1024x768 screen, and that "predict the
+victim" stops playback, takes a guess and explains it without a server round trip.
 """
 
 from __future__ import annotations
@@ -71,6 +72,11 @@ def test_keys_step_with_a_running_transition(page, app_url) -> None:  # type: ig
     page.keyboard.press("ArrowLeft")
     page.wait_for_timeout(200)
     assert pos(frame) == 3
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")  # nothing focused: Space plays
+    page.keyboard.press("Space")
+    frame.wait_for_function("() => window.prefixlabPlayer.playing", timeout=5_000)
+    page.keyboard.press("Space")
+    frame.wait_for_function("() => !window.prefixlabPlayer.playing", timeout=5_000)
 
 
 def test_autoplay_makes_no_server_round_trip_per_frame(page, app_url) -> None:  # type: ignore[no-untyped-def]
@@ -127,3 +133,63 @@ def test_forward_has_the_focus_and_no_deploy_button(page, app_url) -> None:  # t
     assert pos(frame) == 1
     frame.click("#log summary")  # the event log follows the player
     frame.wait_for_function("() => document.querySelector('#log-lines').innerText.includes('ARRIVE')", timeout=10_000)
+
+
+def test_predict_the_victim_is_asked_and_answered_in_the_player(page, app_url) -> None:  # type: ignore[no-untyped-def]
+    """Autoplay stops before the evicting allocation; guesses (keyboard and mouse) are judged in the browser."""
+    sent: list[object] = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(payload)))
+    open_page(page, f"{app_url}/lab?scenario=design-doc&policy=classic&predict=1")
+    frame = player_frame(page)
+    (question,) = frame.evaluate("() => window.prefixlabPlayer.questions")
+    ask_at, reveal_at, answer = question["ask_at"], question["reveal_at"], question["answer"]
+    assert answer == 4 and answer in question["queue"]
+    panel = frame.locator("#predict")
+    assert f"Playback stops before event {ask_at + 1}" in panel.inner_text()
+
+    frame.select_option("#speed", "4")
+    page.wait_for_timeout(500)
+    before = len(sent)
+    frame.click("#play")
+    frame.wait_for_function("() => window.prefixlabPlayer.asking === 0", timeout=ask_at * 1000)
+    page.wait_for_timeout(800)  # autoplay has stopped at the question: it does not run past it
+    assert pos(frame) == ask_at and not frame.evaluate("() => window.prefixlabPlayer.playing")
+    page.keyboard.press("ArrowRight")  # → cannot skip the question
+    page.wait_for_timeout(200)
+    assert pos(frame) == ask_at
+    picks = [int(b) for b in frame.locator("#predict .pick").evaluate_all("bs => bs.map(b => b.dataset.block)")]
+    assert picks == question["queue"]
+    assert frame.evaluate("() => document.activeElement.dataset.block") == str(picks[0]), frame.evaluate("() => document.activeElement.outerHTML.slice(0, 120) + document.hasFocus()")
+
+    # A wrong guess from the keyboard: the focused block, Enter. The explanation names the rule.
+    assert picks[0] != answer
+    page.keyboard.press("Enter")
+    frame.wait_for_function(f"() => window.prefixlabPlayer.pos === {reveal_at}", timeout=10_000)
+    frame.locator("#predict .continue").wait_for(timeout=5_000)
+    text = panel.inner_text()
+    assert f"Not quite: you picked {picks[0]}, but block {answer} is evicted" in text
+    assert "Blocks without a hash are reused silently; the first one still holding a hash is evicted" in text
+    assert len(sent) - before == 0, f"playing to the question and guessing sent {len(sent) - before} websocket frames"
+
+    # Back to the start asks again; End stops at the question too; the right block, clicked, is right.
+    page.keyboard.press("Home")
+    page.wait_for_timeout(300)
+    assert pos(frame) == 0 and "Playback stops before event" in panel.inner_text()
+    page.keyboard.press("End")
+    frame.wait_for_function("() => window.prefixlabPlayer.asking === 0", timeout=5_000)
+    assert pos(frame) == ask_at
+    page.wait_for_timeout(1000)  # the step Home and End caused has gone to the server by now
+    before = len(sent)
+    frame.click(f"#predict .pick[data-block='{answer}']")
+    frame.locator("#predict .continue").wait_for(timeout=10_000)
+    assert f"Right! Block {answer} is evicted" in panel.inner_text()
+    assert frame.locator("#predict.right").count() == 1 and pos(frame) == reveal_at
+    assert len(sent) - before == 0, f"a guess sent {len(sent) - before} websocket frames"
+    frame.click("#predict .continue")  # and playback goes on past the allocation
+    page.wait_for_timeout(300)
+    assert pos(frame) == reveal_at + 1
+    page.get_by_text("Predict the victim").click()  # the Streamlit toggle stays the on/off switch
+    wait_idle(page)
+    frame = player_frame(page)
+    frame.wait_for_function("() => document.querySelector('#predict').hidden", timeout=10_000)
+    assert "predict=1" not in page.url

@@ -1,5 +1,5 @@
-"""The Lessons page in a real chromium at 1024x768: keys step, questions sit beside the picture,
-a new lesson opens at its top, and nothing is cut off."""
+"""The Lessons page in a real chromium at 1024x768: its pictures come with the page, keys step,
+questions sit beside the picture, a new lesson opens at its top, and nothing is cut off."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.e2e.harness import assert_no_exceptions, open_page, wait_idle
+from tests.e2e.harness import assert_no_exceptions, open_and_see_at_once, open_page, wait_idle
 
 STEP_LINE = re.compile(r"Step (\d+) of (\d+)")
 OVERFLOW_JS = """() => Array.from(document.querySelectorAll(
@@ -49,7 +49,7 @@ def test_a_question_sits_beside_its_picture_and_nothing_is_cut_off(page, app_url
     page.set_viewport_size({"width": 1024, "height": 768})
     open_page(page, f"{app_url}/?lesson=01-kv-blocks&line=4")  # just before r0's first step: Q1 and Q2 are asked
     question = page.get_by_text("Q1.", exact=False).first
-    grid = page.locator(".js-plotly-plot").first
+    grid = page.locator(".pl-pool").first
     question.wait_for()
     q_box, g_box = question.bounding_box(), grid.bounding_box()
     assert q_box and g_box
@@ -85,3 +85,13 @@ def test_no_cut_off_labels_at_1024x768(page, app_url, path: str) -> None:  # typ
     page.set_viewport_size({"width": 1024, "height": 768})
     open_page(page, f"{app_url}/{path}")
     assert page.evaluate(PAGE_OVERFLOW_JS) == []
+
+
+def test_the_first_page_shows_its_pictures_at_once(page, app_url) -> None:  # type: ignore[no-untyped-def]
+    """The landing page's pool, free queue and block tables are HTML in the page's own render (they were
+    Plotly charts, blank until the browser had loaded Plotly.js)."""
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_and_see_at_once(page, f"{app_url}/?lesson=01-kv-blocks&line=4", ".pl-pool", "Physical KV blocks")
+    page.wait_for_function("() => document.querySelectorAll('.pl-pool').length === 3", timeout=1500)
+    pictures = page.locator(".pl-pool")
+    assert "HEAD" in pictures.nth(1).inner_text() and "Block tables" in pictures.nth(2).inner_text()

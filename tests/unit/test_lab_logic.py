@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from engine.events import BlocksAllocated
-from teaching.lab import align_index, build_runs, engine_step_at, log_window, next_eviction_question
+from teaching.lab import (
+    GUESS,
+    align_index,
+    build_runs,
+    engine_step_at,
+    log_window,
+    next_eviction_question,
+    predict_questions,
+    verdict,
+)
 from teaching.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE
 
 
@@ -54,6 +63,22 @@ def test_eviction_pressure_has_several_questions() -> None:
         q = next_eviction_question(run, q.reveal_at)
     assert len(questions) >= 2
     assert all(q.answer in q.allocated for q in questions)
+
+
+def test_predict_questions_carry_their_answers_for_the_player() -> None:
+    runs = build_runs(BUILTIN_SCENARIOS["eviction-pressure"])
+    run = runs.runs["classic"]
+    timeline = run.timeline()
+    queues = [list(timeline.state_at(i).free_queue) for i in range(len(run.events) + 1)]
+    questions = predict_questions(run, queues)
+    assert questions == runs.playback("classic")["questions"] and len(questions) == 2
+    first, q = questions[0], next_eviction_question(run, 0)
+    assert q is not None
+    assert (first["ask_at"], first["answer"], first["queue"]) == (q.ask_at, q.answer, queues[q.ask_at])
+    assert first["right"] == verdict(q, q.answer)[1]
+    wrong = next(b for b in queues[q.ask_at] if b != q.answer)
+    assert str(first["wrong"]).replace(GUESS, str(wrong)) == verdict(q, wrong)[1]
+    assert "Blocks without a hash are reused silently" in verdict(q, wrong)[1]
 
 
 def test_engine_step_and_log_window() -> None:

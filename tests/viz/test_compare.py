@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from teaching.compare import PolicyResult, TraceSpec, compare_scenario, compare_trace, generate_trace
 from teaching.scenario_library import BUILTIN_SCENARIOS
 from teaching.ttft import TtftSample
-from viz.compare import SETTING_COLORS, TTFT_COLORS, policy_figure, speedup, ttft_figure
+from viz.compare import SETTING_COLORS, TTFT_COLORS, policy_bars_html, policy_figure, speedup, ttft_figure
 from viz.theme import STATE_COLORS
 
 RESULTS = [
@@ -24,6 +26,17 @@ def test_policy_figure_bars_and_colours() -> None:
     assert list(rate.marker.color) == [SETTING_COLORS["off"], SETTING_COLORS["vllm"], SETTING_COLORS["classic"]]
     assert not set(SETTING_COLORS.values()) & set(STATE_COLORS.values())  # settings never look like block states
     assert fig.layout.yaxis2.range[1] >= 100  # labels above the bars stay inside the axis
+
+
+def test_policy_bars_html_values_widths_and_colours() -> None:
+    html = policy_bars_html([*RESULTS[:2], PolicyResult("classic", "<b>classic</b>", 100, 50, 50, 4, 5)])
+    rate_panel, computed_panel = html.split("Prefill tokens computed")
+    assert re.findall(r"data-setting='(\w+)' data-value='([\d.]+)'", rate_panel) == [
+        ("off", "0"), ("vllm", "60"), ("classic", "50")]
+    assert ">60%<" in rate_panel and "width:60.0%" in rate_panel
+    assert "width:100.0%" in computed_panel and "width:40.0%" in computed_panel and ">40<" in computed_panel
+    assert f"background:{SETTING_COLORS['vllm']}" in html and "3 evictions" in computed_panel  # hover detail
+    assert "<b>classic" not in html and "&lt;b&gt;classic" in html  # labels escaped
 
 
 def test_ttft_figure_and_speedup() -> None:

@@ -1,11 +1,13 @@
-"""token_blocks_figure: tokens as blocks, coloured by state, with per-block hash labels."""
+"""token_blocks_figure and token_blocks_html: tokens as blocks, coloured by state, with per-block hash labels."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
 from viz.theme import OUTLINES, STATE_COLORS, state_tag
-from viz.tokens import token_blocks_figure
+from viz.tokens import TOKENS_CSS, token_blocks_figure, token_blocks_html
 
 WORDS = "the cat sat on the mat and then the dog ran".split()  # 11 tokens: 2 full blocks + 3 of 4
 
@@ -71,3 +73,25 @@ def test_rows_wrap_whole_blocks_with_fixed_axes() -> None:
 def test_bad_arguments_raise_clear_errors(args: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         token_blocks_figure(*args)
+
+
+def test_html_blocks_states_glyphs_hashes_and_the_marked_token() -> None:
+    html = token_blocks_html(WORDS, 4, ["hit", "computed", "partial"], ["aaaa1111", "bbbb2222", None],
+                             hover_hashes=["a" * 64, "b" * 64, None], marked_tokens={5}, title="r2")
+    assert re.findall(r"data-state='(\w+)'", html) == ["hit", "computed", "partial"]
+    assert "✓ <b>block 0</b> · <span class='h'>aaaa1111</span>" in html  # glyph as well as colour
+    assert "◐ <b>block 2</b> · no hash yet" in html
+    assert "hash " + "b" * 64 in html and "a" * 64 + "'" not in html.split("tb-label")[1]  # full hash on hover only
+    assert len(re.findall(r"tb-tok marked", html)) == 1
+    assert OUTLINES["differs"].css in TOKENS_CSS
+
+
+def test_html_escapes_every_token() -> None:
+    html = token_blocks_html(["<img src=x onerror=alert(1)>", "'", "&"], 4, ["computed"], title="<b>t</b>")
+    assert "<img" not in html and "<b>t</b>" not in html
+    assert "&lt;img" in html and "&amp;" in html and "&lt;b&gt;t" in html
+
+
+def test_html_checks_states_like_the_figure() -> None:
+    with pytest.raises(ValueError, match="one state per block"):
+        token_blocks_html(WORDS, 4, ["hit"])

@@ -2,6 +2,8 @@
 // Streamlit sends every state once (teaching.lab.playback); stepping, scrubbing and autoplay
 // run here, with CSS transitions between consecutive states, and cost the server nothing.
 // The step goes back to Streamlit (for the URL) only when playback pauses or stepping stops.
+// Predict the victim runs here too: the questions and their answers come with the timeline
+// (teaching.lab.predict_questions); playback stops at each one, and a guess costs no round trip.
 // Talks to Streamlit with its component messages (componentReady / render / setComponentValue).
 "use strict";
 (function () {
@@ -13,6 +15,10 @@
   let pos = 0, n = 0, frames = [], playing = false, timer = null, selected = null;
   let lastArgsStep = null, writeTimer = null, nonce = 0, laidOutProjector = null, lastSent = null;
   const chips = new Map(), tiles = [], marks = [];
+  // predict the victim: the question open now (index into A.data.questions), the guesses made, and
+  // whether autoplay was running when the question stopped it (Continue resumes it)
+  let asking = null, resumePlay = false, revealTimer = null, predictOn = false;
+  const answered = new Map();
   let shown = null;      // the frame on screen (to animate the difference to the next)
 
   // ---------- geometry ----------
@@ -120,7 +126,7 @@
     if (!f.fq.length) label("<small>empty: the next allocation must wait</small>", L.markH + S.chip / 2 + 10);
     L.rows.forEach((r) => label(`${r.rid} <small>${r.status}</small>`, r.y + S.chip / 2 - 11));
     // "next reused" / "next evicted" above the queue's head and its first cached block
-    if (f.fq.length) {
+    if (f.fq.length && asking === null) {  // while a question is open the marks would give its answer away
       const firstCached = f.fq.find((b) => f.hash[b] !== null);
       const head = f.fq[0];
       let taken = { row: -1, right: 0 };  // the previous mark, so two on one row never overlap
@@ -220,16 +226,16 @@
       (c.note ? `<br><i>Note: ${esc(c.note)}</i>` : "");
   }
   function renderControls() {
-    const locked = !!A.locked;
-    $("start").disabled = $("back").disabled = locked || pos === 0;
-    $("fwd").disabled = $("end").disabled = locked || pos >= n;
-    $("play").disabled = locked;
+    const held = asking !== null || revealTimer !== null;  // a question (or its reveal) holds playback here
+    $("start").disabled = $("back").disabled = revealTimer !== null || pos === 0;
+    $("fwd").disabled = $("end").disabled = held || pos >= n;
+    $("play").disabled = held;
     $("play").textContent = playing ? "⏸ Pause" : "▶ Play";
-    $("scrub").max = n; $("scrub").value = pos; $("scrub").disabled = locked;
+    $("scrub").max = n; $("scrub").value = pos; $("scrub").disabled = held;
     for (const name of ["eviction", "hit", "preemption"]) {
       const target = nextJump(name);
       const b = $("j-" + name);
-      b.disabled = locked || target === null;
+      b.disabled = held || target === null;
       b.title = target === null ? `No ${name} ahead` : `Jump to just after the next ${name}`;
     }
   }
@@ -244,6 +250,7 @@
     renderFlow(f, S, animate);
     renderHashes(f, shown, animate);
     renderCompare(S);
+    renderPredict();
     renderControls();
     renderLog();
     shown = f;
@@ -251,12 +258,111 @@
     height();
   }
   function go(p, fromUser) {
-    const target = Math.max(0, Math.min(n, p));
+    if (revealTimer !== null) return;  // the reveal is stepping through the allocation
+    let target = Math.max(0, Math.min(n, p));
+    const stop = A.predict ? questionOnTheWay(pos, target) : null;
+    if (stop !== null) target = Math.min(target, questions()[stop].ask_at);
+    if (target < pos) forgetAnswersAfter(target);
+    if (asking !== null && target !== pos) asking = null;  // stepped back from the open question
     const animate = Math.abs(target - pos) === 1;
+    if (stop !== null && asking === null) { ask(stop, target, animate); return; }
     show(target, animate);
-    if (fromUser) scheduleWrite(playing ? null : 700);
+    if (fromUser && asking === null) scheduleWrite(playing ? null : 700);
   }
   function select(b) { selected = selected === b ? null : b; show(pos, false); scheduleWrite(700); }
+
+  // ---------- predict the victim: asked, answered and revealed here, no server round trip ----------
+  function questions() { return (A && A.data.questions) || []; }
+  // The first unanswered question met moving forward from p to t (its ask_at in [p, t]), or null.
+  function questionOnTheWay(p, t) {
+    if (t < p) return null;
+    const qs = questions();
+    for (let i = 0; i < qs.length; i++) {
+      if (qs[i].ask_at >= p && qs[i].ask_at <= t && !answered.has(i)) return i;
+    }
+    return null;
+  }
+  // Going back before a question's moment asks it again next time.
+  function forgetAnswersAfter(p) { questions().forEach((q, i) => { if (q.ask_at > p) answered.delete(i); }); }
+  function ask(i, target, animate) {
+    if (playing) { resumePlay = true; clearInterval(timer); timer = null; playing = false; } else resumePlay = false;
+    asking = i;
+    show(target, animate);
+    const first = document.querySelector("#predict .choices button");
+    if (first) first.focus({ preventScroll: true });
+  }
+  // Opened (or switched on) right at a question's moment, e.g. from a shared URL: ask it now.
+  function askHere() {
+    if (!A.predict || asking !== null || revealTimer !== null) return;
+    const i = questions().findIndex((q, k) => q.ask_at === pos && !answered.has(k));
+    if (i >= 0) ask(i, pos, false);
+  }
+  function guess(b) {
+    const i = asking, q = questions()[i], right = b === q.answer;
+    answered.set(i, { guess: b, right, text: right ? q.right : q.wrong.split("{guess}").join(String(b)) });
+    asking = null;
+    // Step through the allocation and its evictions, animated, to the state that shows the answer.
+    const next = () => {
+      if (pos < q.reveal_at) { show(pos + 1, true); revealTimer = setTimeout(next, 550); return; }
+      revealTimer = null; show(pos, false);
+      const btn = document.querySelector("#predict .continue");
+      if (btn) btn.focus({ preventScroll: true });
+    };
+    revealTimer = setTimeout(next, 0);
+    renderPredict(); renderControls(); height();
+  }
+  function carryOn() {  // after a reveal: autoplay goes on if a question had stopped it, else one step
+    const resume = resumePlay; resumePlay = false;
+    if (resume) setPlaying(true); else go(pos + 1, true);
+    $("fwd").focus({ preventScroll: true });
+  }
+  function chipButton(b, state) {
+    return `<button type="button" class="pick" data-block="${b}" style="background:${A.theme.fill_css[state]};` +
+      `color:${A.theme.text[state]}" title="block ${b}: ${esc(A.theme.label[state])}">${b}${A.theme.glyph[state]}</button>`;
+  }
+  // The panel under the controls: the question, the verdict after a guess, or where the next question is.
+  // Rebuilt only when its content changes, so a key press does not take the focus off a choice.
+  function setPredict(cls, html, wire) {
+    const box = $("predict");
+    box.hidden = false;
+    if (box.className === cls && box.dataset.html === html) return;
+    box.className = cls; box.innerHTML = html; box.dataset.html = html;
+    if (wire) wire(box);
+  }
+  function renderPredict() {
+    const box = $("predict");
+    if (!A.predict) { box.hidden = true; box.innerHTML = ""; box.dataset.html = ""; return; }
+    const qs = questions(), f = frames[pos];
+    const head = '<b class="ph">Predict the victim.</b> ';
+    if (asking !== null) {
+      const q = qs[asking];
+      const picks = q.queue.map((b) => chipButton(b, f.hash[b] !== null ? "cached_free" : "free")).join("");
+      setPredict("predict asking", `<div>${head}${esc(q.text)}</div><div class="choices" role="group" ` +
+        `aria-label="Your guess: a block in the free queue (head first)"><span class="hint">Free queue, head first:</span>${picks}</div>`,
+        (el) => el.querySelectorAll(".pick").forEach((b) => { b.onclick = () => guess(Number(b.dataset.block)); }));
+      return;
+    }
+    const shownQ = qs.findIndex((q, i) => answered.has(i) && q.ask_at <= pos && pos <= q.reveal_at);
+    if (shownQ >= 0) {
+      const a = answered.get(shownQ);
+      const done = revealTimer === null;
+      setPredict("predict " + (a.right ? "right" : "wrong"), `<div class="verdict">${a.right ? "✓" : "✗"} ${esc(a.text)}</div>` +
+        (done ? `<button type="button" class="continue">${resumePlay ? "Continue playing ▶" : "Continue ▶"}</button>` : ""),
+        (el) => { const c = el.querySelector(".continue"); if (c) c.onclick = carryOn; });
+      return;
+    }
+    const ahead = qs.findIndex((q, i) => q.ask_at >= pos && !answered.has(i));
+    if (ahead >= 0) {
+      setPredict("predict", `${head}Playback stops before event ${qs[ahead].ask_at + 1}, the next allocation that evicts ` +
+        "a cached block: step or play to get there.");
+    } else if (qs.length) {
+      setPredict("predict", `${head}No allocation ahead of this point evicts a cached block. ` +
+        '<button type="button" class="restart">Ask from the start</button>',
+        (el) => { el.querySelector(".restart").onclick = () => { forgetAnswersAfter(-1); ask(0, qs[0].ask_at, false); }; });
+    } else {
+      setPredict("predict", `${head}This trace never evicts under this policy: try <i>Eviction pressure</i>, or the <i>classic</i> policy.`);
+    }
+  }
 
   // ---------- autoplay (browser only) ----------
   function setPlaying(on) {
@@ -290,8 +396,18 @@
     if (tag === "input") return !["checkbox", "radio", "button", "submit"].includes((t.type || "").toLowerCase());
     return t.getAttribute && (t.getAttribute("role") === "slider" || t.getAttribute("role") === "combobox");
   }
+  // Space plays and pauses, unless the focus is on something Space already works (a button, a toggle, ...).
+  function interactive(t) {
+    return !!(t && t.closest && t.closest("button, a, input, select, textarea, summary, [role=button], [role=switch], " +
+      "[role=checkbox], [role=radio], [role=slider], [role=combobox], [role=option], [role=tab], [contenteditable=true]"));
+  }
   function onKey(e) {
-    if (!A || A.locked || e.altKey || e.ctrlKey || e.metaKey || typing(e.target)) return;
+    if (!A || e.altKey || e.ctrlKey || e.metaKey || typing(e.target)) return;
+    if (e.key === " " && !interactive(e.target)) {
+      e.preventDefault(); e.stopPropagation();
+      if (asking === null && revealTimer === null) setPlaying(!playing);
+      return;
+    }
     const k = { ArrowRight: () => go(pos + 1, true), ArrowLeft: () => go(pos - 1, true),
       Home: () => go(0, true), End: () => go(n, true) }[e.key];
     if (k) { e.preventDefault(); e.stopPropagation(); if (playing) setPlaying(false); k(); }
@@ -347,12 +463,19 @@
     if (A.data_id !== dataId) {
       dataId = A.data_id; frames = A.data.frames; n = frames.length - 1; shown = null;
       chips.forEach((c) => c.remove()); chips.clear(); selected = A.block;
+      answered.clear(); asking = null; resumePlay = false; clearTimeout(revealTimer); revealTimer = null;
+      predictOn = !!A.predict;
       setPlaying(false); clearTimeout(writeTimer);
       laidOutProjector = A.projector; buildPool(sizes()); lastArgsStep = A.step; show(A.step, false);
-      focusOnce();
+      focusOnce(); askHere();
       return;
     }
     legend();
+    if (!!A.predict !== predictOn) {  // the Streamlit toggle: on asks from here on, off closes a question
+      predictOn = !!A.predict;
+      if (!predictOn) { asking = null; resumePlay = false; }
+      show(pos, false); askHere();
+    }
     if (lastSent !== null && A.ack !== lastSent) { renderControls(); height(); return; }  // an older echo: ours is on its way
     if (A.projector !== laidOutProjector) {  // type size changed: lay the tiles out again
       laidOutProjector = A.projector; buildPool(sizes()); shown = null; show(pos, false); return;
@@ -370,7 +493,8 @@
     laidOutWidth = document.body.clientWidth;
     buildPool(sizes()); shown = null; show(pos, false); }, 150); });
   // test hooks: read-only view of the player for the browser tests
-  window.prefixlabPlayer = { get pos() { return pos; }, get playing() { return playing; }, get n() { return n; } };
+  window.prefixlabPlayer = { get pos() { return pos; }, get playing() { return playing; }, get n() { return n; },
+    get asking() { return asking; }, get questions() { return questions(); } };
   bindKeys();
   send("streamlit:componentReady", { apiVersion: 1 });
 })();
