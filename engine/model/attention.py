@@ -24,6 +24,7 @@ share a K/V head are laid out as more query rows of that head (:func:`rows_per_k
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -42,6 +43,7 @@ class SequenceSlice:
     block_table: torch.Tensor  # the blocks covering [0, context_len), in order
     mask: torch.Tensor | None  # [query_len, context_len] bool, True = may attend; None: no explicit mask
     is_causal: bool  # True: plain causal (a prefill from position 0); False with no mask: a decode sees everything
+    biases: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False)  # see attention_bias
 
     @property
     def query_end(self) -> int:
@@ -63,6 +65,7 @@ class DecodeBatch:
     key_mask: torch.Tensor  # bool: True = a key this request attends to
     contiguous_from: int | None  # the rows are start..start+n-1 (a slice, no gather); None otherwise
     shared_blocks: torch.Tensor | None = None
+    biases: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False)  # see attention_bias
 
 
 @dataclass
@@ -152,6 +155,17 @@ def shared_context_decode(rows: torch.Tensor, contiguous_from: int | None, table
     return DecodeBatch(rows, None, mask.view(len(tables), -1), contiguous_from, shared_blocks=union)
 
 
+def attention_bias(memo: dict[torch.dtype, torch.Tensor], dtype: torch.dtype,
+                   make_mask: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """The boolean mask ``make_mask()`` (True = may attend) as the float bias SDPA adds to the scores
+    (0 or -inf), made by the first layer and kept in ``memo`` for the others: given a boolean mask,
+    SDPA would convert it again in every layer."""
+    if dtype not in memo:
+        mask = make_mask()
+        memo[dtype] = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+    return memo[dtype]
+
+
 def rows_per_kv_head(q: torch.Tensor, num_kv_heads: int) -> torch.Tensor:
     """``[tokens, n_heads, dim]`` -> ``[n_kv_heads, group * tokens, dim]``: each K/V head's query rows.
 
@@ -200,9 +214,10 @@ def shared_context_attention(q: torch.Tensor, cache: LayerKVCache, batch: Decode
     n_kv = k.shape[1]
     group = n_heads // n_kv
     rows = q.view(num, n_kv, group, head_dim).permute(1, 0, 2, 3).reshape(n_kv, num * group, head_dim)
-    mask = batch.key_mask[:, None, :].expand(num, group, -1).reshape(num * group, -1)
+    key_mask = batch.key_mask
+    bias = attention_bias(batch.biases, q.dtype, lambda: key_mask.repeat_interleave(group, dim=0))
     # Four dimensions ([batch, heads, tokens, dim]): with three, SDPA falls back to its slow math path.
-    o = F.scaled_dot_product_attention(rows[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], attn_mask=mask,
+    o = F.scaled_dot_product_attention(rows[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], attn_mask=bias,
                                        scale=scale)[0]
     return o.view(n_kv, num, group, head_dim).permute(1, 0, 2, 3).reshape(num, n_heads, head_dim)
 
@@ -220,12 +235,14 @@ def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: 
         return o[0].transpose(0, 1)
     # After a cached prefix: every query reads the whole prefix. Each K/V head's query heads become
     # its query rows, so the keys are read once per K/V head (and the kernel's work splits evenly).
-    assert seq.mask is not None
+    mask = seq.mask
+    assert mask is not None
     k_ctx, v_ctx = cache.read(seq.block_table, seq.context_len)
     n_heads, n_kv = q.shape[1], k_ctx.shape[1]
+    bias = attention_bias(seq.biases, q.dtype, lambda: mask.repeat(n_heads // n_kv, 1))  # row j * tokens + i: token i
     o = F.scaled_dot_product_attention(
         rows_per_kv_head(q[rows], n_kv)[None], k_ctx.transpose(0, 1)[None], v_ctx.transpose(0, 1)[None],
-        attn_mask=seq.mask.repeat(n_heads // n_kv, 1), scale=scale,
+        attn_mask=bias, scale=scale,
     )
     return heads_from_rows(o[0], n_heads)
 
