@@ -4,12 +4,10 @@ Starts the app (``streamlit run app.py`` with the repository's ``.streamlit/conf
 loopback port, then opens websocket sessions that speak Streamlit's protocol (``BackMsg`` /
 ``ForwardMsg`` protobufs on ``/_stcore/stream``), exactly what a browser tab sends:
 
-* ``--autoplay`` sessions play the lab. With ``--autoplay-mode rests`` (the default) they do what
-  the in-browser lab player leaves to the server: playback runs in the browser, and the player
-  reports its position (one rerun) each time playback rests, here every 5 s. With
-  ``--autoplay-mode ticks`` they press Play and follow the server's ``auto_rerun`` ticks (the
-  server-side autoplay of before), each tick sent only once the previous run has finished;
-* ``--steppers`` sessions press Forward in the lab once a second;
+* ``--autoplay`` sessions play the lab. Playback runs in the browser's lab player; the server
+  hears of it when playback rests (the player reports its position: one rerun), here every 5 s;
+* ``--steppers`` sessions press Forward in the lab once a second: the player draws the step at
+  once and reports it 0.7 s later (one rerun, what "lab step" times);
 * ``--playground`` sessions send the preset's questions to the real model, one at a time.
 
 It reports lab-step latency (click -> the run's ``script_finished``), the Playground's time to
@@ -25,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -44,6 +43,7 @@ from websockets.typing import Subprotocol
 ROOT = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 120.0  # one script run (a Playground answer on a loaded CPU can take a while)
 REST_EVERY_S = 5.0  # how often an autoplaying student's in-browser player reports where it rests
+STEPPED_EVENTS = 20  # the lab's students step through the first events of the scenario, round and round
 
 
 # -- one browser tab ------------------------------------------------------------------------------------------
@@ -57,9 +57,10 @@ class Tab:
     conn: ClientConnection | None = None
     buttons: dict[str, tuple[str, str]] = field(default_factory=dict)  # key part -> (widget id, fragment id)
     disabled: dict[str, bool] = field(default_factory=dict)
+    player: tuple[str, str] | None = None  # the lab player component's (widget id, fragment id)
+    nonce: int = 0
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     first_text_at: float | None = None
-    auto_rerun: tuple[float, str] | None = None
     closed_unexpectedly: bool = False
     running: bool = True
 
@@ -90,28 +91,33 @@ class Tab:
                     key = element.button.id.rsplit("-", 1)[-1]
                     self.buttons[key] = (element.button.id, msg.delta.fragment_id)
                     self.disabled[key] = element.button.disabled
+                elif which == "component_instance" and element.component_instance.component_name.endswith("lab_player"):
+                    self.player = (element.component_instance.id, msg.delta.fragment_id)
                 elif which == "markdown" and "▌" in element.markdown.body and self.first_text_at is None:
                     self.first_text_at = time.monotonic()  # the Playground's first streamed text
-            elif kind == "auto_rerun":
-                self.auto_rerun = (msg.auto_rerun.interval, msg.auto_rerun.fragment_id)
             elif kind == "script_finished":
                 self.finished.set()
 
-    async def rerun(self, trigger: str | None = None, *, fragment_id: str = "", auto: bool = False) -> float:
-        """One script run (optionally clicking the button whose key is ``trigger``); returns its seconds."""
+    async def rerun(self, trigger: str | None = None, *, player_step: int | None = None) -> float:
+        """One script run (optionally clicking the button whose key is ``trigger``, or with the lab player
+        reporting that it rests at ``player_step``, as the browser's player does); returns its seconds."""
         assert self.conn is not None
         back = BackMsg()
         state = back.rerun_script
         state.query_string = self.query
         state.page_name = self.page
-        state.is_auto_rerun = auto
         if trigger is not None:
-            widget_id, fragment = self.buttons[trigger]
+            widget_id, state.fragment_id = self.buttons[trigger]
             widget = state.widget_states.widgets.add()
             widget.id = widget_id
             widget.trigger_value = True
-            fragment_id = fragment_id or fragment
-        state.fragment_id = fragment_id
+        if player_step is not None:
+            if self.player is None:
+                raise RuntimeError("the lab player was not drawn")
+            self.nonce += 1
+            widget = state.widget_states.widgets.add()
+            widget.id, state.fragment_id = self.player
+            widget.json_value = json.dumps({"step": player_step, "block": None, "nonce": f"load-{self.nonce}"})
         self.finished.clear()
         self.first_text_at = None
         start = time.monotonic()
@@ -120,6 +126,14 @@ class Tab:
         if self.closed_unexpectedly:
             raise ConnectionError("websocket dropped")
         return time.monotonic() - start
+
+    async def wait_for_player(self, timeout: float = 30.0) -> None:
+        """Until the lab player is drawn (the first visit may take a second run to draw the page)."""
+        deadline = time.monotonic() + timeout
+        while self.player is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the lab player was not drawn")
+            await asyncio.sleep(0.1)
 
     def close(self) -> None:
         self.running = False
@@ -145,11 +159,13 @@ async def stepper(base: str, results: Results, until: float) -> None:
     await tab.connect()
     try:
         await tab.rerun()
+        await tab.wait_for_player()
+        step = 0
         while time.monotonic() < until:
-            if "nav_forward" in tab.buttons and not tab.disabled.get("nav_forward"):
-                results.steps.append(await tab.rerun("nav_forward"))
-            else:
-                await tab.rerun("nav_start")
+            # Forward in the browser's player: the step is drawn there at once; 0.7 s later the player
+            # reports where it rests (one rerun, what this times).
+            step = step % STEPPED_EVENTS + 1
+            results.steps.append(await tab.rerun(player_step=step))
             await asyncio.sleep(1.0)
     except Exception as exc:  # a drop or a timeout: counted, the others go on
         results.drops += isinstance(exc, ConnectionError) or tab.closed_unexpectedly
@@ -158,28 +174,17 @@ async def stepper(base: str, results: Results, until: float) -> None:
         tab.close()
 
 
-async def autoplayer(base: str, results: Results, until: float, mode: str) -> None:
+async def autoplayer(base: str, results: Results, until: float) -> None:
     tab = Tab(base, query="scenario=eviction-pressure")
     await tab.connect()
     try:
         await tab.rerun()
-        if mode == "rests":  # the browser plays; the server hears about it when playback rests
-            while time.monotonic() < until:
-                await asyncio.sleep(REST_EVERY_S)
-                results.autoplay_ticks.append(await tab.rerun())
-            return
-        await tab.rerun("play")
-        while time.monotonic() < until:
-            if tab.auto_rerun is None:  # reached the end: play again from the start
-                await tab.rerun("nav_start")
-                await tab.rerun("play")
-                continue
-            interval, fragment = tab.auto_rerun
-            tick = time.monotonic()
-            tab.auto_rerun = None  # the next run says again whether it keeps playing
-            results.autoplay_ticks.append(await tab.rerun(fragment_id=fragment, auto=True))
-            tab.auto_rerun = tab.auto_rerun or (interval, fragment)
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - tick)))
+        await tab.wait_for_player()
+        step = 0
+        while time.monotonic() < until:  # the browser plays; the server hears about it when playback rests
+            await asyncio.sleep(REST_EVERY_S)
+            step = (step + 5) % STEPPED_EVENTS
+            results.autoplay_ticks.append(await tab.rerun(player_step=step))
     except Exception as exc:
         results.drops += isinstance(exc, ConnectionError) or tab.closed_unexpectedly
         results.errors.append(f"autoplay: {type(exc).__name__}: {exc}")
@@ -267,16 +272,16 @@ async def step_cpu(base: str, server: psutil.Process, steps: int = 15) -> float:
     tab = Tab(base, query="scenario=eviction-pressure")
     await tab.connect()
     await tab.rerun()
-    await tab.rerun()
+    await tab.wait_for_player()
     before = server.cpu_times()
-    for _ in range(steps):
-        await tab.rerun("nav_forward")
+    for step in range(1, steps + 1):
+        await tab.rerun(player_step=step)
     after = server.cpu_times()
     tab.close()
     return (after.user + after.system - before.user - before.system) / steps
 
 
-async def unloaded_ttft(base: str, repeats: int = 3) -> list[float]:
+async def unloaded_ttft(base: str, repeats: int = 5) -> list[float]:
     """The Playground's TTFT with nobody else on the server (the first request also loads the model)."""
     tab = Tab(base, page="playground")
     await tab.connect()
@@ -346,13 +351,13 @@ async def main_async(args: argparse.Namespace) -> None:
         until = time.monotonic() + args.seconds
         proc = psutil.Process(server.pid)
         tasks = [health_checker(base, results, until, proc)]
-        tasks += [autoplayer(base, results, until, args.autoplay_mode) for _ in range(args.autoplay)]
+        tasks += [autoplayer(base, results, until) for _ in range(args.autoplay)]
         tasks += [stepper(base, results, until) for _ in range(args.steppers)]
         tasks += [playground_student(base, results, until, delay=i * 0.7) for i in range(args.playground)]
         await asyncio.wait_for(asyncio.gather(*tasks), args.seconds + RUN_TIMEOUT_S + 30)
         load = os.getloadavg()
         ttft_ratio = pct(results.ttft, 0.95) / statistics.median(alone)
-        print(f"\n{args.autoplay} autoplaying ({args.autoplay_mode}) + {args.steppers} stepping + {args.playground} Playground sessions, "
+        print(f"\n{args.autoplay} autoplaying + {args.steppers} stepping + {args.playground} Playground sessions, "
               f"{args.seconds} s, machine load average {load[0]:.1f} ({os.cpu_count()} cores)")
         print(f"lab step latency: p50 {pct(results.steps, .5):.2f} s, p95 {pct(results.steps, .95):.2f} s "
               f"({len(results.steps)} steps)")
@@ -375,8 +380,6 @@ def main() -> None:
     parser.add_argument("--autoplay", type=int, default=10)
     parser.add_argument("--steppers", type=int, default=10)
     parser.add_argument("--playground", type=int, default=10)
-    parser.add_argument("--autoplay-mode", choices=["rests", "ticks"], default="rests",
-                        help="rests: the in-browser player's position reports; ticks: server-side autoplay")
     parser.add_argument("--gc-compare", action="store_true", help="also measure server CPU per lab step, GC on vs off")
     args = parser.parse_args()
     for name in ("autoplay", "steppers", "playground"):
