@@ -8,7 +8,8 @@ loopback port, then opens websocket sessions that speak Streamlit's protocol (``
   hears of it when playback rests (the player reports its position: one rerun), here every 5 s;
 * ``--steppers`` sessions press Forward in the lab once a second: the player draws the step at
   once and reports it 0.7 s later (one rerun, what "lab step" times);
-* ``--playground`` sessions send the preset's questions to the real model, one at a time.
+* ``--playground`` sessions send the preset's questions to the real model, one at a time, starting
+  once every lab session has drawn its first page (0.7 s apart).
 
 It reports lab-step latency (click -> the run's ``script_finished``), the Playground's time to
 first streamed text (TTFT; a session's first request, which computes the preset's system prompt in
@@ -155,6 +156,15 @@ class Results:
     drops: int = 0
     errors: list[str] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
+    labs_seated: int = 0  # lab sessions that have drawn their first page
+
+
+async def room_seated(results: Results, labs: int, timeout: float = 60.0) -> None:
+    """Until every lab session has drawn its first page (at most ``timeout``): the Playground students
+    start sending in a working room, after the burst of twenty first page loads, not inside it."""
+    deadline = time.monotonic() + timeout
+    while results.labs_seated < labs and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
 
 
 async def stepper(base: str, results: Results, until: float) -> None:
@@ -163,6 +173,7 @@ async def stepper(base: str, results: Results, until: float) -> None:
     try:
         await tab.rerun()
         await tab.wait_for_player()
+        results.labs_seated += 1
         step = 0
         while time.monotonic() < until:
             # Forward in the browser's player: the step is drawn there at once; 0.7 s later the player
@@ -183,6 +194,7 @@ async def autoplayer(base: str, results: Results, until: float) -> None:
     try:
         await tab.rerun()
         await tab.wait_for_player()
+        results.labs_seated += 1
         step = 0
         while time.monotonic() < until:  # the browser plays; the server hears about it when playback rests
             await asyncio.sleep(REST_EVERY_S)
@@ -206,11 +218,12 @@ async def playground_request(tab: Tab) -> tuple[float, float]:
     return ttft, total
 
 
-async def playground_student(base: str, results: Results, until: float, delay: float) -> None:
+async def playground_student(base: str, results: Results, until: float, delay: float, labs: int) -> None:
     tab = Tab(base, page="playground")
     await tab.connect()
     try:
         await tab.rerun()
+        await room_seated(results, labs)
         await asyncio.sleep(delay)
         first = True
         while time.monotonic() < until:
@@ -371,7 +384,7 @@ async def main_async(args: argparse.Namespace) -> None:
         tasks = [health_checker(base, results, until, proc)]
         tasks += [autoplayer(base, results, until) for _ in range(args.autoplay)]
         tasks += [stepper(base, results, until) for _ in range(args.steppers)]
-        tasks += [playground_student(base, results, until, delay=i * 0.7) for i in range(args.playground)]
+        tasks += [playground_student(base, results, until, i * 0.7, args.autoplay + args.steppers) for i in range(args.playground)]
         await asyncio.wait_for(asyncio.gather(*tasks), args.seconds + RUN_TIMEOUT_S + 30)
         load = os.getloadavg()
         print(f"\n{args.autoplay} autoplaying + {args.steppers} stepping + {args.playground} Playground sessions, "

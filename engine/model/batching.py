@@ -38,7 +38,8 @@ MAX_TOKENS_PER_PASS = 1_024
 STEP_TIMEOUT_S = 120.0
 #: How long a pass may wait for the sessions of the pass before it to come back with their next step
 #: (each first samples its token and schedules again): they then share one pass instead of splitting
-#: into two half-full ones. Never waited for when the last pass served only one session.
+#: into two half-full ones. Not waited for when the last pass served only one session, nor while a
+#: waiting step samples a request's first token.
 GATHER_S = 0.02
 
 
@@ -56,6 +57,11 @@ class Submission:
     @property
     def num_tokens(self) -> int:
         return sum(item.num_new_tokens for item in self.scheduled)
+
+    @property
+    def samples_a_first_token(self) -> bool:
+        """A student is waiting for their answer to start (time to first token)."""
+        return any(item.samples_token and item.request.num_output_tokens == 0 for item in self.scheduled)
 
 
 class StepBatcher:
@@ -100,7 +106,8 @@ class StepBatcher:
                     break
                 self._running = True  # the model is idle and our part still waits: lead this pass
                 gather_until = time.monotonic() + self.gather_s
-                while len(self._pending) < self._last_pass_steps and (left := gather_until - time.monotonic()) > 0:
+                while (len(self._pending) < self._last_pass_steps and (left := gather_until - time.monotonic()) > 0
+                       and not any(each.samples_a_first_token for each in self._pending)):
                     self._arrived.wait(left)
                 batch = self._take()
             try:
@@ -125,12 +132,22 @@ class StepBatcher:
         return part.logits
 
     def _take(self) -> list[Submission]:
-        """Waiting steps in arrival order, up to ``max_tokens`` new tokens (always at least one step)."""
-        batch = [self._pending.popleft()]
-        tokens = batch[0].num_tokens
-        while self._pending and tokens + self._pending[0].num_tokens <= self.max_tokens:
-            tokens += self._pending[0].num_tokens
-            batch.append(self._pending.popleft())
+        """Waiting steps in arrival order, up to ``max_tokens`` new tokens (always at least one step).
+
+        Steps that sample a request's first token go first, in a pass of their own: the decodes wait
+        one short pass, and a student who just pressed Send does not wait for everyone's decode (what
+        vLLM's V0 scheduler did by running prefills before decodes).
+        """
+        first = [part for part in self._pending if part.samples_a_first_token]
+        batch: list[Submission] = []
+        tokens = 0
+        for part in first or list(self._pending):
+            if batch and tokens + part.num_tokens > self.max_tokens:
+                break
+            batch.append(part)
+            tokens += part.num_tokens
+        for part in batch:
+            self._pending.remove(part)
         return batch
 
     @torch.inference_mode()

@@ -115,6 +115,27 @@ def test_a_pass_takes_steps_in_order_up_to_its_token_cap(weights):
     assert (batcher.num_passes, batcher.num_steps) == (2, 3)
 
 
+def test_a_first_token_goes_before_the_decodes(weights):
+    batcher = StepBatcher(weights, SharedPages(weights, budget_mib=8))
+    decoding = [batched_engine(batcher) for _ in range(2)]
+    for engine in decoding:
+        engine.add_request([1, 2, 3, 4, 5], GREEDY)
+        engine.step()  # prefilled: its next steps are decodes
+    new = batched_engine(batcher)
+    new.add_request([9, 8, 7, 6, 5, 4], GREEDY)
+    batcher.num_passes = batcher.num_steps = 0
+    order: list[str] = []
+
+    def step(engine: LLMEngine, name: str) -> None:
+        engine.step()
+        order.append(name)
+
+    steps_held_back(batcher, [lambda: step(decoding[0], "decode"), lambda: step(decoding[1], "decode"),
+                              lambda: step(new, "first token")])
+    assert order[0] == "first token" and (batcher.num_passes, batcher.num_steps) == (2, 3)
+    assert new.output_of("req-0").token_ids == alone(weights, [9, 8, 7, 6, 5, 4], 4, SamplingParams(max_tokens=1))
+
+
 def test_sessions_with_the_same_request_ids_keep_their_own_pages(weights):
     batcher = StepBatcher(weights, SharedPages(weights, budget_mib=8))
     first, second = batched_engine(batcher), batched_engine(batcher)
