@@ -38,6 +38,11 @@ def batched_engine(batcher: StepBatcher, block_size: int = 4, kv_mib: int = 1, c
     return LLMEngine(config, backend=BatchedBackend(config, batcher))
 
 
+def backend_of(engine: LLMEngine) -> BatchedBackend:
+    assert isinstance(engine.backend, BatchedBackend)
+    return engine.backend
+
+
 def alone(weights: ModelWeights, prompt: list[int], block_size: int, params: SamplingParams = GREEDY) -> list[int]:
     config = EngineConfig(model="tiny", block_size=block_size, num_blocks=64)
     return LLMEngine(config, backend=ModelBackend(config, weights=weights)).generate([prompt], params)[0].token_ids
@@ -141,8 +146,10 @@ def test_sessions_with_the_same_request_ids_keep_their_own_pages(weights):
     first, second = batched_engine(batcher), batched_engine(batcher)
     prefix = [5, 9, 17, 3, 3, 40, 41, 42, 7, 8, 9, 10]  # 3 full blocks of 4
     first.generate([prefix + [1]], GREEDY)  # req-0 in the first engine: its prefix is cached in its pages
-    assert first.backend.kv_cache.data.abs().sum() > 0
-    assert second.backend.kv_cache.data.abs().sum() == 0  # nothing was written into the other's partition
+    first_pages, second_pages = backend_of(first).kv_cache, backend_of(second).kv_cache
+    assert first_pages is not None and second_pages is not None
+    assert first_pages.data.abs().sum() > 0
+    assert second_pages.data.abs().sum() == 0  # nothing was written into the other's partition
     # Now both engines run "req-1" at once: a different prompt in the second engine, on the same block ids.
     second.generate([[70, 71, 72]], GREEDY)  # req-0 of the second engine
     hit, other = in_threads([lambda: first.generate([prefix + [2]], GREEDY)[0],
@@ -200,11 +207,11 @@ def test_the_budget_is_shared_and_comes_back_when_an_engine_is_dropped(weights):
     assert pages.used_rows == pages.num_rows
     with pytest.raises(PrefixLabError, match=r"KV memory is taken \(2 of 2 MiB in use"):
         batched_engine(batcher, kv_mib=1)
-    first_base = first.backend.base
+    first_base = backend_of(first).base
     del first
     gc.collect()
     third = batched_engine(batcher, kv_mib=1)  # first fit: the freed range
-    assert third.backend.base == first_base != second.backend.base
+    assert backend_of(third).base == first_base != backend_of(second).base
     assert third.generate([[1, 2, 3]], GREEDY)[0].token_ids == alone(weights, [1, 2, 3], 4)
 
 
