@@ -105,11 +105,13 @@ class StepBatcher:
                 if part.done:
                     break
                 self._running = True  # the model is idle and our part still waits: lead this pass
-                gather_until = time.monotonic() + self.gather_s
-                while (len(self._pending) < self._last_pass_steps and (left := gather_until - time.monotonic()) > 0
-                       and not any(each.samples_a_first_token for each in self._pending)):
-                    self._arrived.wait(left)
-                batch = self._take()
+                try:
+                    self._gather()
+                    batch = self._take()
+                except BaseException:  # no pass after all: never leave the others waiting for one
+                    self._running = False
+                    self._cond.notify_all()
+                    raise
             try:
                 self._forward(batch)
             except Exception as exc:  # every waiting session gets the error, none hangs
@@ -130,6 +132,14 @@ class StepBatcher:
             raise RuntimeError(f"The shared forward pass failed: {part.error}") from part.error
         assert part.logits is not None
         return part.logits
+
+    def _gather(self) -> None:
+        """Wait (at most ``gather_s``) until as many steps wait as the last pass served, unless one of them
+        samples a first token. Called with the lock held; the wait releases it."""
+        gather_until = time.monotonic() + self.gather_s
+        while (len(self._pending) < self._last_pass_steps and (left := gather_until - time.monotonic()) > 0
+               and not any(each.samples_a_first_token for each in self._pending)):
+            self._arrived.wait(left)
 
     def _take(self) -> list[Submission]:
         """Waiting steps in arrival order, up to ``max_tokens`` new tokens (always at least one step).
