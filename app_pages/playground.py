@@ -19,7 +19,7 @@ from teaching import limits
 from teaching.describe import describe_event
 from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, metrics_text, request_view, token_piece
 from ui.class_server import class_server_panel
-from ui.model import SESSION_KV_MIB, check_rate, model_turn, note_request, session_engine, shared_model
+from ui.model import SESSION_KV_MIB, check_rate, note_request, session_engine, shared_model
 from ui.persist import copy_back, mirror
 from ui.settings import current_settings
 from ui.text import plain_md
@@ -207,13 +207,13 @@ def stream_pending(eng: LLMEngine) -> None:
             st.markdown(f"**{item['id']}** · generating…")
             text_slot = st.empty()
             try:
-                while not (request := eng.get_request(item["id"])).is_finished:
-                    # One forward pass, then every other waiting student gets theirs; a first token goes first.
-                    with model_turn(first=request.num_output_tokens == 0):
-                        eng.step()
+                while not eng.get_request(item["id"]).is_finished:
+                    eng.step()  # one forward pass, shared with every other student generating now
                     text_slot.markdown(plain_md(eng.output_of(item["id"]).text) + " ▌")
             except (PrefixLabError, RuntimeError) as exc:
                 eng.abort_request(item["id"])
+                # Blocks of the failed step may be in the prefix cache without their K/V: forget them.
+                eng.reset_prefix_cache()
                 s["pg_error"] = f"{item['id']} could not run: {exc}"
         box.empty()
         finish(item, eng)

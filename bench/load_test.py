@@ -4,16 +4,17 @@ Starts the app (``streamlit run app.py`` with the repository's ``.streamlit/conf
 loopback port, then opens websocket sessions that speak Streamlit's protocol (``BackMsg`` /
 ``ForwardMsg`` protobufs on ``/_stcore/stream``), exactly what a browser tab sends:
 
-* ``--autoplay`` sessions play the lab. With ``--autoplay-mode rests`` (the default) they do what
-  the in-browser lab player leaves to the server: playback runs in the browser, and the player
-  reports its position (one rerun) each time playback rests, here every 5 s. With
-  ``--autoplay-mode ticks`` they press Play and follow the server's ``auto_rerun`` ticks (the
-  server-side autoplay of before), each tick sent only once the previous run has finished;
-* ``--steppers`` sessions press Forward in the lab once a second;
-* ``--playground`` sessions send the preset's questions to the real model, one at a time.
+* ``--autoplay`` sessions play the lab. Playback runs in the browser's lab player; the server
+  hears of it when playback rests (the player reports its position: one rerun), here every 5 s;
+* ``--steppers`` sessions press Forward in the lab once a second: the player draws the step at
+  once and reports it 0.7 s later (one rerun, what "lab step" times);
+* ``--playground`` sessions send the preset's questions to the real model, one at a time, starting
+  once every lab session has drawn its first page (0.7 s apart).
 
 It reports lab-step latency (click -> the run's ``script_finished``), the Playground's time to
-first streamed text (TTFT, against one request on an idle server measured first), ``/_stcore/health``
+first streamed text (TTFT; a session's first request, which computes the preset's system prompt in
+its empty pool, and its later ones, each against the same kind of request on an idle server, measured
+first), ``/_stcore/health``
 latency, websocket drops and the server's RSS. ``--gc-compare`` also measures the server CPU per
 lab step with Streamlit's post-run full GC on and off (model loaded). Everything is bounded: the
 session count, the duration (``--seconds``), and every wait has a timeout.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -44,6 +46,7 @@ from websockets.typing import Subprotocol
 ROOT = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 120.0  # one script run (a Playground answer on a loaded CPU can take a while)
 REST_EVERY_S = 5.0  # how often an autoplaying student's in-browser player reports where it rests
+STEPPED_EVENTS = 20  # the lab's students step through the first events of the scenario, round and round
 
 
 # -- one browser tab ------------------------------------------------------------------------------------------
@@ -57,9 +60,10 @@ class Tab:
     conn: ClientConnection | None = None
     buttons: dict[str, tuple[str, str]] = field(default_factory=dict)  # key part -> (widget id, fragment id)
     disabled: dict[str, bool] = field(default_factory=dict)
+    player: tuple[str, str] | None = None  # the lab player component's (widget id, fragment id)
+    nonce: int = 0
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     first_text_at: float | None = None
-    auto_rerun: tuple[float, str] | None = None
     closed_unexpectedly: bool = False
     running: bool = True
 
@@ -90,28 +94,33 @@ class Tab:
                     key = element.button.id.rsplit("-", 1)[-1]
                     self.buttons[key] = (element.button.id, msg.delta.fragment_id)
                     self.disabled[key] = element.button.disabled
+                elif which == "component_instance" and element.component_instance.component_name.endswith("lab_player"):
+                    self.player = (element.component_instance.id, msg.delta.fragment_id)
                 elif which == "markdown" and "▌" in element.markdown.body and self.first_text_at is None:
                     self.first_text_at = time.monotonic()  # the Playground's first streamed text
-            elif kind == "auto_rerun":
-                self.auto_rerun = (msg.auto_rerun.interval, msg.auto_rerun.fragment_id)
             elif kind == "script_finished":
                 self.finished.set()
 
-    async def rerun(self, trigger: str | None = None, *, fragment_id: str = "", auto: bool = False) -> float:
-        """One script run (optionally clicking the button whose key is ``trigger``); returns its seconds."""
+    async def rerun(self, trigger: str | None = None, *, player_step: int | None = None) -> float:
+        """One script run (optionally clicking the button whose key is ``trigger``, or with the lab player
+        reporting that it rests at ``player_step``, as the browser's player does); returns its seconds."""
         assert self.conn is not None
         back = BackMsg()
         state = back.rerun_script
         state.query_string = self.query
         state.page_name = self.page
-        state.is_auto_rerun = auto
         if trigger is not None:
-            widget_id, fragment = self.buttons[trigger]
+            widget_id, state.fragment_id = self.buttons[trigger]
             widget = state.widget_states.widgets.add()
             widget.id = widget_id
             widget.trigger_value = True
-            fragment_id = fragment_id or fragment
-        state.fragment_id = fragment_id
+        if player_step is not None:
+            if self.player is None:
+                raise RuntimeError("the lab player was not drawn")
+            self.nonce += 1
+            widget = state.widget_states.widgets.add()
+            widget.id, state.fragment_id = self.player
+            widget.json_value = json.dumps({"step": player_step, "block": None, "nonce": f"load-{self.nonce}"})
         self.finished.clear()
         self.first_text_at = None
         start = time.monotonic()
@@ -120,6 +129,14 @@ class Tab:
         if self.closed_unexpectedly:
             raise ConnectionError("websocket dropped")
         return time.monotonic() - start
+
+    async def wait_for_player(self, timeout: float = 30.0) -> None:
+        """Until the lab player is drawn (the first visit may take a second run to draw the page)."""
+        deadline = time.monotonic() + timeout
+        while self.player is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the lab player was not drawn")
+            await asyncio.sleep(0.1)
 
     def close(self) -> None:
         self.running = False
@@ -132,12 +149,22 @@ class Tab:
 class Results:
     steps: list[float] = field(default_factory=list)
     autoplay_ticks: list[float] = field(default_factory=list)
-    ttft: list[float] = field(default_factory=list)
+    ttft: list[float] = field(default_factory=list)  # a session's later requests (its system prompt cached)
+    ttft_first: list[float] = field(default_factory=list)  # a session's first request (empty pool: all computed)
     requests: list[float] = field(default_factory=list)
     health: list[float] = field(default_factory=list)
     drops: int = 0
     errors: list[str] = field(default_factory=list)
     rss: list[int] = field(default_factory=list)
+    labs_seated: int = 0  # lab sessions that have drawn their first page
+
+
+async def room_seated(results: Results, labs: int, timeout: float = 60.0) -> None:
+    """Until every lab session has drawn its first page (at most ``timeout``): the Playground students
+    start sending in a working room, after the burst of twenty first page loads, not inside it."""
+    deadline = time.monotonic() + timeout
+    while results.labs_seated < labs and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
 
 
 async def stepper(base: str, results: Results, until: float) -> None:
@@ -145,11 +172,14 @@ async def stepper(base: str, results: Results, until: float) -> None:
     await tab.connect()
     try:
         await tab.rerun()
+        await tab.wait_for_player()
+        results.labs_seated += 1
+        step = 0
         while time.monotonic() < until:
-            if "nav_forward" in tab.buttons and not tab.disabled.get("nav_forward"):
-                results.steps.append(await tab.rerun("nav_forward"))
-            else:
-                await tab.rerun("nav_start")
+            # Forward in the browser's player: the step is drawn there at once; 0.7 s later the player
+            # reports where it rests (one rerun, what this times).
+            step = step % STEPPED_EVENTS + 1
+            results.steps.append(await tab.rerun(player_step=step))
             await asyncio.sleep(1.0)
     except Exception as exc:  # a drop or a timeout: counted, the others go on
         results.drops += isinstance(exc, ConnectionError) or tab.closed_unexpectedly
@@ -158,28 +188,18 @@ async def stepper(base: str, results: Results, until: float) -> None:
         tab.close()
 
 
-async def autoplayer(base: str, results: Results, until: float, mode: str) -> None:
+async def autoplayer(base: str, results: Results, until: float) -> None:
     tab = Tab(base, query="scenario=eviction-pressure")
     await tab.connect()
     try:
         await tab.rerun()
-        if mode == "rests":  # the browser plays; the server hears about it when playback rests
-            while time.monotonic() < until:
-                await asyncio.sleep(REST_EVERY_S)
-                results.autoplay_ticks.append(await tab.rerun())
-            return
-        await tab.rerun("play")
-        while time.monotonic() < until:
-            if tab.auto_rerun is None:  # reached the end: play again from the start
-                await tab.rerun("nav_start")
-                await tab.rerun("play")
-                continue
-            interval, fragment = tab.auto_rerun
-            tick = time.monotonic()
-            tab.auto_rerun = None  # the next run says again whether it keeps playing
-            results.autoplay_ticks.append(await tab.rerun(fragment_id=fragment, auto=True))
-            tab.auto_rerun = tab.auto_rerun or (interval, fragment)
-            await asyncio.sleep(max(0.0, interval - (time.monotonic() - tick)))
+        await tab.wait_for_player()
+        results.labs_seated += 1
+        step = 0
+        while time.monotonic() < until:  # the browser plays; the server hears about it when playback rests
+            await asyncio.sleep(REST_EVERY_S)
+            step = (step + 5) % STEPPED_EVENTS
+            results.autoplay_ticks.append(await tab.rerun(player_step=step))
     except Exception as exc:
         results.drops += isinstance(exc, ConnectionError) or tab.closed_unexpectedly
         results.errors.append(f"autoplay: {type(exc).__name__}: {exc}")
@@ -198,15 +218,18 @@ async def playground_request(tab: Tab) -> tuple[float, float]:
     return ttft, total
 
 
-async def playground_student(base: str, results: Results, until: float, delay: float) -> None:
+async def playground_student(base: str, results: Results, until: float, delay: float, labs: int) -> None:
     tab = Tab(base, page="playground")
     await tab.connect()
     try:
         await tab.rerun()
+        await room_seated(results, labs)
         await asyncio.sleep(delay)
+        first = True
         while time.monotonic() < until:
             ttft, total = await playground_request(tab)
-            results.ttft.append(ttft)
+            (results.ttft_first if first else results.ttft).append(ttft)
+            first = False
             results.requests.append(total)
             await asyncio.sleep(2.0)
     except Exception as exc:
@@ -267,27 +290,38 @@ async def step_cpu(base: str, server: psutil.Process, steps: int = 15) -> float:
     tab = Tab(base, query="scenario=eviction-pressure")
     await tab.connect()
     await tab.rerun()
-    await tab.rerun()
+    await tab.wait_for_player()
     before = server.cpu_times()
-    for _ in range(steps):
-        await tab.rerun("nav_forward")
+    for step in range(1, steps + 1):
+        await tab.rerun(player_step=step)
     after = server.cpu_times()
     tab.close()
     return (after.user + after.system - before.user - before.system) / steps
 
 
-async def unloaded_ttft(base: str, repeats: int = 3) -> list[float]:
-    """The Playground's TTFT with nobody else on the server (the first request also loads the model)."""
-    tab = Tab(base, page="playground")
-    await tab.connect()
-    await tab.rerun()
-    await playground_request(tab)  # loads the model, warms up
-    samples = []
-    for _ in range(repeats):
+async def unloaded_ttft(base: str, sessions: int = 3, later: int = 2) -> tuple[list[float], list[float]]:
+    """The Playground's TTFT with nobody else on the server: (first requests of fresh sessions, later ones).
+
+    A session's first request computes the preset's whole system prompt in its empty pool; its later
+    ones find it cached. Under load the two are compared each with its own unloaded value.
+    """
+    warm_up = Tab(base, page="playground")
+    await warm_up.connect()
+    await warm_up.rerun()
+    await playground_request(warm_up)  # loads the model
+    warm_up.close()
+    first, rest = [], []
+    for _ in range(sessions):
+        tab = Tab(base, page="playground")
+        await tab.connect()
+        await tab.rerun()
         await asyncio.sleep(1.0)
-        samples.append((await playground_request(tab))[0])
-    tab.close()
-    return samples
+        first.append((await playground_request(tab))[0])
+        for _ in range(later):
+            await asyncio.sleep(1.0)
+            rest.append((await playground_request(tab))[0])
+        tab.close()
+    return first, rest
 
 
 def full_gc_ms_with_the_model() -> tuple[float, float]:
@@ -323,7 +357,7 @@ async def gc_compare(port: int) -> dict[str, float]:
         server = start_server(port, gc_on)
         try:
             base = f"127.0.0.1:{port}"
-            await unloaded_ttft(base, repeats=0)  # the model is on the heap, as in class
+            await unloaded_ttft(base, sessions=0)  # the model is on the heap, as in class
             result[f"post-run GC {'on' if gc_on else 'off'}"] = await step_cpu(base, psutil.Process(server.pid))
         finally:
             stop_server(server)
@@ -340,26 +374,31 @@ async def main_async(args: argparse.Namespace) -> None:
     server = start_server(port, post_script_gc=False)
     base = f"127.0.0.1:{port}"
     try:
-        alone = await unloaded_ttft(base)
-        print(f"unloaded Playground TTFT: median {statistics.median(alone):.2f} s ({', '.join(f'{s:.2f}' for s in alone)})")
+        alone_first, alone = await unloaded_ttft(base)
+        for label, samples in (("a session's first request", alone_first), ("later requests", alone)):
+            print(f"unloaded Playground TTFT, {label}: median {statistics.median(samples):.2f} s "
+                  f"({', '.join(f'{s:.2f}' for s in samples)})")
         results = Results()
         until = time.monotonic() + args.seconds
         proc = psutil.Process(server.pid)
         tasks = [health_checker(base, results, until, proc)]
-        tasks += [autoplayer(base, results, until, args.autoplay_mode) for _ in range(args.autoplay)]
+        tasks += [autoplayer(base, results, until) for _ in range(args.autoplay)]
         tasks += [stepper(base, results, until) for _ in range(args.steppers)]
-        tasks += [playground_student(base, results, until, delay=i * 0.7) for i in range(args.playground)]
+        tasks += [playground_student(base, results, until, i * 0.7, args.autoplay + args.steppers) for i in range(args.playground)]
         await asyncio.wait_for(asyncio.gather(*tasks), args.seconds + RUN_TIMEOUT_S + 30)
         load = os.getloadavg()
-        ttft_ratio = pct(results.ttft, 0.95) / statistics.median(alone)
-        print(f"\n{args.autoplay} autoplaying ({args.autoplay_mode}) + {args.steppers} stepping + {args.playground} Playground sessions, "
+        print(f"\n{args.autoplay} autoplaying + {args.steppers} stepping + {args.playground} Playground sessions, "
               f"{args.seconds} s, machine load average {load[0]:.1f} ({os.cpu_count()} cores)")
         print(f"lab step latency: p50 {pct(results.steps, .5):.2f} s, p95 {pct(results.steps, .95):.2f} s "
               f"({len(results.steps)} steps)")
         print(f"autoplay rerun: p50 {pct(results.autoplay_ticks, .5):.2f} s, p95 {pct(results.autoplay_ticks, .95):.2f} s "
               f"({len(results.autoplay_ticks)} ticks)")
-        print(f"Playground TTFT: p50 {pct(results.ttft, .5):.2f} s, p95 {pct(results.ttft, .95):.2f} s "
-              f"= {ttft_ratio:.1f}x unloaded ({len(results.ttft)} requests; whole request p50 {pct(results.requests, .5):.2f} s)")
+        for label, loaded, unloaded in (("a session's first request", results.ttft_first, alone_first),
+                                        ("later requests", results.ttft, alone)):
+            print(f"Playground TTFT, {label}: p50 {pct(loaded, .5):.2f} s, p95 {pct(loaded, .95):.2f} s "
+                  f"= {pct(loaded, .95) / statistics.median(unloaded):.1f}x unloaded ({len(loaded)} requests)")
+        print(f"Playground TTFT, all requests: p50 {pct(results.ttft + results.ttft_first, .5):.2f} s, "
+              f"p95 {pct(results.ttft + results.ttft_first, .95):.2f} s; whole request p50 {pct(results.requests, .5):.2f} s")
         print(f"health check: p50 {pct(results.health, .5) * 1000:.0f} ms, p95 {pct(results.health, .95) * 1000:.0f} ms")
         print(f"websocket drops: {results.drops}; server RSS max {max(results.rss) / 2**30:.2f} GiB")
         for error in results.errors[:10]:
@@ -375,8 +414,6 @@ def main() -> None:
     parser.add_argument("--autoplay", type=int, default=10)
     parser.add_argument("--steppers", type=int, default=10)
     parser.add_argument("--playground", type=int, default=10)
-    parser.add_argument("--autoplay-mode", choices=["rests", "ticks"], default="rests",
-                        help="rests: the in-browser player's position reports; ticks: server-side autoplay")
     parser.add_argument("--gc-compare", action="store_true", help="also measure server CPU per lab step, GC on vs off")
     args = parser.parse_args()
     for name in ("autoplay", "steppers", "playground"):

@@ -9,7 +9,10 @@ Module map (read in this order):
 * ``llama`` / ``gpt2``  the forward pass of each supported family
 * ``sampler``     greedy / temperature / top-k / top-p with per-request RNGs
 * ``weights``     ``ModelWeights``: the read-only half, shared by any number of engines
+* ``packing``     one step's new tokens packed into a flat batch with its attention metadata
 * ``runner``      ``ModelBackend``: one engine's KV pages and sampler; one forward pass per step
+* ``shared_pages`` one page tensor for a server, a partition per engine (one budget for all)
+* ``batching``    ``StepBatcher``: many engines' steps merged into one forward pass
 """
 
 import os

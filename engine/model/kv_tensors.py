@@ -69,10 +69,21 @@ class PagedKVCache:
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, n_kv_heads: int, head_dim: int,
                  dtype: torch.dtype, device: torch.device | str) -> None:
         # One tensor for everything: [K or V, layer, block, offset, kv head, dim].
-        self.data = torch.zeros(2, num_layers, num_blocks, block_size, n_kv_heads, head_dim, dtype=dtype, device=device)
-        self.layers = [LayerKVCache(self.data[0, i], self.data[1, i]) for i in range(num_layers)]
-        self.num_blocks = num_blocks
-        self.block_size = block_size
+        self._attach(torch.zeros(2, num_layers, num_blocks, block_size, n_kv_heads, head_dim, dtype=dtype, device=device))
+
+    @classmethod
+    def over(cls, data: torch.Tensor) -> PagedKVCache:
+        """Pages in memory allocated elsewhere, shaped ``[2, layers, blocks, block_size, kv heads, head dim]``
+        (e.g. one engine's partition of a server's shared pages); nothing is copied."""
+        cache = cls.__new__(cls)
+        cache._attach(data)
+        return cache
+
+    def _attach(self, data: torch.Tensor) -> None:
+        self.data = data
+        self.layers = [LayerKVCache(data[0, i], data[1, i]) for i in range(data.shape[1])]
+        self.num_blocks = data.shape[2]
+        self.block_size = data.shape[3]
 
     @property
     def nbytes(self) -> int:

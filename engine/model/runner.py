@@ -13,13 +13,13 @@ import torch
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError, InvalidRequestError
-from engine.model.attention import AttentionMetadata
 from engine.model.kv_tensors import PagedKVCache
 from engine.model.loader import LoadedModel, Progress, load_model
+from engine.model.packing import pack_step
 from engine.model.sampler import Sampler
 from engine.model.threads import ThreadPolicy
 from engine.model.weights import ModelWeights, context_length, model_forward  # noqa: F401  (re-exported)
-from engine.scheduler import SchedulerOutput
+from engine.scheduler import ScheduledRequest, SchedulerOutput
 
 #: Activations and allocator slack kept free on CUDA besides weights and KV (bytes).
 CUDA_ACTIVATION_HEADROOM = 512 * 2**20
@@ -121,27 +121,19 @@ class ModelBackend:
         if self.threads is not None:
             self.threads.apply()
         scheduled = scheduler_output.scheduled
-        token_ids: list[int] = []
-        positions: list[int] = []
-        chunks = []
-        for item in scheduled:
-            start = item.num_computed_tokens
-            token_ids += item.token_ids
-            positions += range(start, start + item.num_new_tokens)
-            chunks.append((item.block_ids, start, item.num_new_tokens))
-        meta = AttentionMetadata.build(chunks, self.kv_cache.block_size, self.device)
-        input_ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
-        hidden = self.model.forward(input_ids, torch.tensor(positions, device=self.device), meta, self.kv_cache)
-
-        # Only the last new token of a request that reached its end needs logits (the vocab matmul
-        # is the biggest one in a small model, so skipping the others matters).
-        sampling = [(item, seq) for item, seq in zip(scheduled, meta.seqs) if item.samples_token]
-        if not sampling:
+        step = pack_step(scheduled, self.kv_cache.block_size, self.device)
+        hidden = self.model.forward(step.input_ids, step.positions, step.meta, self.kv_cache)
+        if not step.sampling_rows:
             return {}
-        rows = torch.tensor([seq.query_end - 1 for _, seq in sampling], device=self.device)
-        logits = self.model.compute_logits(hidden[rows]).float()
-        ids = [item.request_id for item, _ in sampling]
-        tokens = self.sampler(logits, ids, [item.request.sampling_params for item, _ in sampling])
+        logits = self.model.compute_logits(hidden[torch.tensor(step.sampling_rows, device=self.device)]).float()
+        return self.sample(scheduled, logits)
+
+    def sample(self, scheduled: list[ScheduledRequest], logits: torch.Tensor) -> dict[str, int]:
+        """A token for each request of ``scheduled`` that samples (``logits``: their rows, in order), drawn by
+        this engine's own sampler (request ids repeat across engines; each engine's RNGs are its own)."""
+        sampling = [item for item in scheduled if item.samples_token]
+        ids = [item.request_id for item in sampling]
+        tokens = self.sampler(logits, ids, [item.request.sampling_params for item in sampling])
         self.last_logits = dict(zip(ids, logits))
         return dict(zip(ids, tokens))
 

@@ -1,10 +1,9 @@
-"""Fair sharing of the model, shared-scenario URLs, and user text kept inert (issue 13)."""
+"""Fair sharing of the model (the rate limit; batching is tested in tests/model/test_batching.py), shared-scenario URLs, and user text kept inert (issue 13)."""
 
 from __future__ import annotations
 
 import base64
 import random
-import threading
 import time
 import zlib
 
@@ -15,7 +14,7 @@ from engine.errors import PrefixLabError
 from engine.timeline import CacheSnapshot
 from teaching import limits
 from teaching.share import ScenarioStore, compress_text, decompress_text, text_from_params, url_params
-from ui.model import FairTurns, KVBudget, check_rate, note_request
+from ui.model import check_rate, note_request
 from ui.text import plain_md
 from viz import hash_table_figure
 from viz.blocks import block_grid
@@ -98,76 +97,6 @@ def test_the_store_forgets_the_oldest():
 
 
 # -- fair sharing ------------------------------------------------------------------------------------------
-def test_fair_turns_serve_waiters_one_at_a_time_in_arrival_order():
-    turns = FairTurns()
-    order: list[int] = []
-    inside = [0, 0]  # now, most at once
-
-    def session(i: int) -> None:
-        with turns.turn():
-            inside[0] += 1
-            inside[1] = max(inside)
-            order.append(i)
-            time.sleep(0.005)
-            inside[0] -= 1
-
-    threads = [threading.Thread(target=session, args=(i,)) for i in range(8)]
-    with turns.turn():  # someone is using the model while eight sessions line up, one after another
-        for i, thread in enumerate(threads):
-            thread.start()
-            deadline = time.monotonic() + 2
-            while turns.waiting <= i and time.monotonic() < deadline:
-                time.sleep(0.001)
-        assert order == []
-    for thread in threads:
-        thread.join(timeout=5)
-    assert order == list(range(8)) and inside[1] == 1
-
-
-def test_first_tokens_go_before_decode_steps():
-    turns = FairTurns()
-    order: list[str] = []
-
-    def session(name: str, first: bool) -> None:
-        with turns.turn(first):
-            order.append(name)
-
-    arrivals = [("decode-a", False), ("decode-b", False), ("prefill-c", True), ("decode-d", False), ("prefill-e", True)]
-    threads = [threading.Thread(target=session, args=arrival) for arrival in arrivals]
-    with turns.turn():
-        for i, thread in enumerate(threads):
-            thread.start()
-            deadline = time.monotonic() + 2
-            while turns.waiting <= i and time.monotonic() < deadline:
-                time.sleep(0.001)
-    for thread in threads:
-        thread.join(timeout=5)
-    assert order == ["prefill-c", "prefill-e", "decode-a", "decode-b", "decode-d"]
-
-
-def test_fair_turns_release_on_error():
-    turns = FairTurns()
-    with pytest.raises(RuntimeError), turns.turn():
-        raise RuntimeError("boom")
-    with turns.turn():  # not deadlocked
-        pass
-
-
-def test_kv_budget_is_shared_and_returned_when_an_engine_is_dropped():
-    class Engine:
-        pass
-
-    budget = KVBudget(64)
-    first, second = Engine(), Engine()
-    budget.reserve(32, first)
-    budget.reserve(32, second)
-    with pytest.raises(PrefixLabError, match="KV memory"):
-        budget.reserve(8, Engine())
-    del first
-    budget.reserve(8, Engine())  # the first pool came back (the third engine is dropped at once, too)
-    assert budget.used_mib == 32
-
-
 def test_rate_limit_per_session():
     state: dict = {}
     for _ in range(limits.SESSION_BURST):
