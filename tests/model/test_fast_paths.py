@@ -29,6 +29,15 @@ def test_stacked_projections_are_the_hf_weights_not_copies(tiny_model_dirs):
     assert layer.self_attn.v_proj.weight.data_ptr() == w.qkv[-layer.self_attn.v_proj.weight.shape[0]:].data_ptr()
 
 
+def assert_each_equals_attending_alone(batched, q, cache, tables, lens) -> None:
+    """Each request's row of a batched decode == plain SDPA over its own context, read through its table."""
+    for i, (table, n) in enumerate(zip(tables, lens)):
+        k, v = cache[0].read(torch.tensor(table), n)
+        alone = F.scaled_dot_product_attention(q[i:i + 1].transpose(0, 1)[None], k.transpose(0, 1)[None],
+                                               v.transpose(0, 1)[None], scale=0.3, enable_gqa=True)
+        torch.testing.assert_close(batched[i], alone[0].transpose(0, 1)[0], atol=1e-5, rtol=1e-5)
+
+
 def test_batched_decode_attention_equals_one_request_at_a_time():
     torch.manual_seed(0)
     block_size, heads, kv_heads, dim = 4, 6, 2, 8
@@ -39,11 +48,7 @@ def test_batched_decode_attention_equals_one_request_at_a_time():
     assert meta.decode is not None and meta.decode.contiguous_from == 0
     q = torch.randn(3, heads, dim)
     batched = decode_attention(q, cache[0], meta.decode, scale=0.3)
-    for i, (table, n) in enumerate(zip(tables, lens)):
-        k, v = cache[0].read(torch.tensor(table), n)
-        alone = F.scaled_dot_product_attention(q[i:i + 1].transpose(0, 1)[None], k.transpose(0, 1)[None],
-                                               v.transpose(0, 1)[None], scale=0.3, enable_gqa=True)
-        torch.testing.assert_close(batched[i], alone[0].transpose(0, 1)[0], atol=1e-5, rtol=1e-5)
+    assert_each_equals_attending_alone(batched, q, cache, tables, lens)
 
 
 def test_metadata_finds_decodes_among_prefills():
@@ -92,11 +97,7 @@ def test_decodes_sharing_their_context_read_it_once_and_equal_one_request_at_a_t
     assert meta.decode.shared_blocks.tolist() == sorted(set(prefix + [20, 21, 22, 9]))
     q = torch.randn(4, heads, dim)
     batched = decode_attention(q, cache[0], meta.decode, scale=0.3)
-    for i, (table, n) in enumerate(zip(tables, lens)):
-        k, v = cache[0].read(torch.tensor(table), n)
-        alone = F.scaled_dot_product_attention(q[i:i + 1].transpose(0, 1)[None], k.transpose(0, 1)[None],
-                                               v.transpose(0, 1)[None], scale=0.3, enable_gqa=True)
-        torch.testing.assert_close(batched[i], alone[0].transpose(0, 1)[0], atol=1e-5, rtol=1e-5)
+    assert_each_equals_attending_alone(batched, q, cache, tables, lens)
 
 
 def test_decodes_with_little_in_common_keep_the_padded_gather():
