@@ -134,7 +134,7 @@ def open_in_lab(lesson: Lesson, event_index: int) -> None:
     init_lab_state()
     st.session_state.update(
         custom_text=lesson.scenario_text, lab_source=CUSTOM, lab_pos=event_index, lab_block=None, lab_hash=None,
-        lab_q=None, lab_predict=False, lab_playing=False, lab_compare=len(lesson.policies) > 1, lessons_go_lab=True,
+        lab_predict=False, lab_compare=len(lesson.policies) > 1, lessons_go_lab=True,
     )
     if len(lesson.policies) == 1:
         st.session_state["cfg_policy"] = lesson.policies[0]

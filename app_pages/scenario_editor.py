@@ -60,7 +60,7 @@ def run_in_lab() -> None:
         st.session_state["editor_ok"] = None
         return
     st.session_state.update(custom_text=text, lab_source=CUSTOM, lab_pos=0, lab_block=None, lab_hash=None,
-                            lab_q=None, lab_predict=False, lab_playing=False, editor_error=None,
+                            lab_predict=False, editor_error=None,
                             editor_ok="Loaded into the lab.", editor_go=True)
 
 
