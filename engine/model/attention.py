@@ -18,8 +18,9 @@ Two paths, both one kernel call per group rather than per token:
 * **prefill chunks** (several new tokens) run one request at a time; a prefill from position 0
   needs no cache read at all (its keys are exactly this step's keys).
 
-Grouped-query attention (fewer K/V heads than query heads) never repeats K/V: the query heads that
-share a K/V head are laid out as more query rows of that head (:func:`rows_per_kv_head`).
+Grouped-query attention (fewer K/V heads than query heads) never repeats K/V: where a mask is
+needed, the query heads that share a K/V head are laid out as more query rows of that head
+(:func:`rows_per_kv_head`); a prefill from position 0 lets SDPA pair the heads (``enable_gqa``).
 """
 
 from __future__ import annotations
@@ -136,9 +137,9 @@ SHARED_CONTEXT_MAX_WIDENING = 4
 
 def reads_shared_context(tables: list[list[int]]) -> bool:
     """Whether a decode batch shares enough of its blocks to gather their union once (see module doc)."""
+    longest = max(len(t) for t in tables)
     union = len({b for t in tables for b in t})
-    padded = len(tables) * max(len(t) for t in tables)
-    return union * SHARED_CONTEXT_MIN_SAVING <= padded and union <= SHARED_CONTEXT_MAX_WIDENING * max(len(t) for t in tables)
+    return union * SHARED_CONTEXT_MIN_SAVING <= len(tables) * longest and union <= SHARED_CONTEXT_MAX_WIDENING * longest
 
 
 def shared_context_decode(rows: torch.Tensor, contiguous_from: int | None, tables: list[list[int]], lens: list[int],
