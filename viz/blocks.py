@@ -83,6 +83,22 @@ def tile_labels(
     )
 
 
+def block_details(snapshot: CacheSnapshot, block_id: int, tokens: str) -> list[str]:
+    """A block tile's tooltip after its title line: ref count, full hash, ``tokens``, owners, and whether it
+    is the next one handed out. Shared by the figure and :func:`viz.pool_html.block_grid_html`."""
+    if block_id == 0:
+        return ["reserved placeholder, never allocated"]
+    block_hash = snapshot.block_hash[block_id]
+    owners = snapshot.owners(block_id)
+    lines = [f"ref count: {snapshot.ref_cnt[block_id]}", f"hash: {block_hash.hex() if block_hash else 'none'}"]
+    if tokens:
+        lines.append(f"tokens: {tokens}")
+    lines.append(f"owners: {', '.join(owners) if owners else 'none'}")
+    if block_id == snapshot.next_victim:
+        lines.append("head of the free queue: the next block reused")
+    return lines
+
+
 def block_grid(
     snapshot: CacheSnapshot,
     highlight: int | Iterable[int] | None = None,
@@ -129,16 +145,7 @@ def block_grid(
                 lines.append(", ".join(owners) if len(owners) <= 2 else f"{owners[0]} +{len(owners) - 1}")
             label = "<br>".join(lines)
         tokens = plain_text(tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text))
-        hover = [f"<b>block {block_id}</b> — {state_tag(state)}"]
-        if block_id == 0:
-            hover.append("reserved placeholder, never allocated")
-        else:
-            hover += [f"ref count: {snapshot.ref_cnt[block_id]}", f"hash: {block_hash.hex() if block_hash else 'none'}"]
-            if tokens:
-                hover.append(f"tokens: {tokens}")
-            hover.append(f"owners: {', '.join(owners) if owners else 'none'}")
-            if block_id == victim:
-                hover.append("head of the free queue: the next block reused")
+        hover = [f"<b>block {block_id}</b> — {state_tag(state)}", *block_details(snapshot, block_id, tokens)]
         xs.append(col + TILE / 2)
         ys.append(row * ROW_PITCH + TILE / 2)
         texts.append(label)

@@ -26,6 +26,26 @@ def next_eviction(snapshot: CacheSnapshot) -> int | None:
     return None
 
 
+def queue_marks(snapshot: CacheSnapshot) -> dict[int, str]:
+    """The free queue's marks: its head "next reused", the first block still holding a hash "next
+    evicted"; one "next victim" when they are the same block. Empty for an empty queue."""
+    queue = snapshot.free_queue
+    if not queue:
+        return {}
+    head, evict = queue[0], next_eviction(snapshot)
+    marks = {head: "next victim" if evict in (None, head) else "next reused"}
+    if evict is not None and evict != head:
+        marks[evict] = "next evicted"
+    return marks
+
+
+def queue_node_details(block_hash: bytes | None, tokens: str) -> list[str]:
+    """A free-queue node's tooltip after its position line: what reusing it would lose."""
+    if block_hash is None:
+        return ["no hash: nothing is lost when it is reused"]
+    return [f"still cached: {block_hash.hex()}"] + ([f"tokens: {tokens}"] if tokens else [])
+
+
 def free_queue_figure(
     snapshot: CacheSnapshot,
     highlight: int | Iterable[int] | None = None,
@@ -42,7 +62,6 @@ def free_queue_figure(
     selected = as_id_set(highlight)
     queue = list(snapshot.free_queue)
     per_row = max(1, min(per_row, snapshot.num_blocks - 1))  # fixed per pool, so nodes keep their size
-    victim_evict = next_eviction(snapshot)
     rows = max(1, -(-len(queue) // per_row))
     shapes, annotations = [], []
     xs, ys, texts, hovers, custom, colors = [], [], [], [], [], []
@@ -62,11 +81,8 @@ def free_queue_figure(
         ys.append(y0 + 0.4)
         texts.append(f"<b>{block_id}</b> {STATE_GLYPHS[state]}<br>{short_hash(block_hash)}")
         tokens = plain_text(tokens_label(contents.get(block_hash) if contents and block_hash else None, token_text))
-        if block_hash is None:
-            detail = "no hash: nothing is lost when it is reused"
-        else:
-            detail = f"still cached: {block_hash.hex()}" + (f"<br>tokens: {tokens}" if tokens else "")
-        hovers.append(f"<b>block {block_id}</b>, position {pos} from the head<br>{detail}")
+        hovers.append("<br>".join([f"<b>block {block_id}</b>, position {pos} from the head",
+                                   *queue_node_details(block_hash, tokens)]))
         custom.append([block_id, state, pos])
         colors.append(text_color(state))
         if pos + 1 < len(queue):
@@ -85,11 +101,7 @@ def free_queue_figure(
             dict(x=last_col + 0.5 + NODE_W + 0.08, y=last_row * 1.6 + 0.4, text="<b>TAIL</b>", showarrow=False,
                  xanchor="left", font=dict(size=12))
         )
-        head = queue[0]
-        marks = {head: "next victim" if victim_evict in (None, head) else "next reused"}
-        if victim_evict is not None and victim_evict != head:
-            marks[victim_evict] = "next evicted"
-        for block_id, label in marks.items():
+        for block_id, label in queue_marks(snapshot).items():
             pos = queue.index(block_id)
             row, col = divmod(pos, per_row)
             above = label == "next evicted"  # above the node, so it never collides with "next reused"

@@ -16,8 +16,8 @@ from html import escape
 from engine.timeline import CacheSnapshot
 from teaching.describe import TokenText, tokens_label
 from viz.block_tables import table_block_state
-from viz.blocks import COMPACT_ABOVE, block_state, grid_shape
-from viz.free_queue import next_eviction
+from viz.blocks import COMPACT_ABOVE, block_details, block_state, grid_shape
+from viz.free_queue import queue_marks, queue_node_details
 from viz.theme import (
     OUTLINES,
     PLAIN_OUTLINE,
@@ -90,21 +90,12 @@ def block_grid_html(
         block_hash = snapshot.block_hash[block_id]
         owners = snapshot.owners(block_id)
         lines = [f"<b>{block_id} {STATE_GLYPHS[state]}</b>"]
-        hover = [f"block {block_id} — {state_tag(state)}"]
-        if block_id == 0:
-            hover.append("reserved placeholder, never allocated")
-        else:
-            if not compact:  # small tiles: ref count, hash and owners are on hover only
-                lines += [f"ref {snapshot.ref_cnt[block_id]}", f"<span class='h'>{short_hash(block_hash)}</span>"]
-                if owners:
-                    lines.append(escape(", ".join(owners) if len(owners) <= 2 else f"{owners[0]} +{len(owners) - 1}"))
-            hover += [f"ref count: {snapshot.ref_cnt[block_id]}", f"hash: {block_hash.hex() if block_hash else 'none'}"]
-            tokens = _tokens(snapshot, block_id, contents, token_text)
-            if tokens:
-                hover.append(f"tokens: {tokens}")
-            hover.append(f"owners: {', '.join(owners) if owners else 'none'}")
-            if block_id == victim:
-                hover.append("head of the free queue: the next block reused")
+        if block_id and not compact:  # small tiles: ref count, hash and owners are on hover only
+            lines += [f"ref {snapshot.ref_cnt[block_id]}", f"<span class='h'>{short_hash(block_hash)}</span>"]
+            if owners:
+                lines.append(escape(", ".join(owners) if len(owners) <= 2 else f"{owners[0]} +{len(owners) - 1}"))
+        tokens = _tokens(snapshot, block_id, contents, token_text) if block_id else ""
+        hover = [f"block {block_id} — {state_tag(state)}", *block_details(snapshot, block_id, tokens)]
         mark = "<span class='pp-next'>next ▼</span>" if block_id == victim else ""
         look = _look("pp-tile", state, block_id in touched_ids)
         tiles.append(f"<div {look} data-block='{block_id}' data-state='{state}' title='{escape(chr(10).join(hover))}'>"
@@ -129,19 +120,12 @@ def free_queue_html(
     if not queue:
         return head + ("<div class='pp-empty'>The free queue is empty: the next allocation must wait "
                        "(or preempt a request).</div></div>")
-    evict = next_eviction(snapshot)
-    marks = {queue[0]: "next victim ▼" if evict in (None, queue[0]) else "next reused ▼"}
-    if evict is not None and evict != queue[0]:
-        marks[evict] = "next evicted ▼"
+    marks = {block_id: f"{label} ▼" for block_id, label in queue_marks(snapshot).items()}
     items = ["<span class='pp-end'>HEAD</span>"]
     for pos, block_id in enumerate(queue):
         block_hash = snapshot.block_hash[block_id]
         state = "cached_free" if block_hash is not None else "free"
-        if block_hash is None:
-            detail = "no hash: nothing is lost when it is reused"
-        else:
-            tokens = _tokens(snapshot, block_id, contents, token_text)
-            detail = f"still cached: {block_hash.hex()}" + (f"\ntokens: {tokens}" if tokens else "")
+        detail = chr(10).join(queue_node_details(block_hash, _tokens(snapshot, block_id, contents, token_text)))
         look = _look("pp-node", state, block_id in touched_ids)
         if pos:
             items.append("<span class='pp-arrow'>→</span>")
