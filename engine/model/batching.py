@@ -192,7 +192,7 @@ class BatchedBackend(ModelBackend):
     @property
     def num_blocks(self) -> int:
         """What ``config.kv_cache_memory_mib`` buys, on any device (the shared pages are the budget)."""
-        return max(2, self.config.kv_cache_memory_mib * 2**20 // (self.kv_bytes_per_token * self.config.block_size))
+        return self.blocks_in(self.config.kv_cache_memory_mib * 2**20)
 
     def allocate_kv_cache(self, num_blocks: int, block_size: int) -> None:
         """Take this engine's range of the shared pages (until this back end is garbage)."""

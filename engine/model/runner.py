@@ -91,7 +91,11 @@ class ModelBackend:
             budget = total * self.config.gpu_memory_utilization - in_use - CUDA_ACTIVATION_HEADROOM
         else:
             budget = self.config.kv_cache_memory_mib * 2**20
-        return max(2, int(budget) // (self.kv_bytes_per_token * self.config.block_size))
+        return self.blocks_in(int(budget))
+
+    def blocks_in(self, budget_bytes: int) -> int:
+        """Blocks of ``config.block_size`` tokens that ``budget_bytes`` of KV memory hold (at least 2)."""
+        return max(2, budget_bytes // (self.kv_bytes_per_token * self.config.block_size))
 
     @property
     def kv_cache_bytes(self) -> int:
