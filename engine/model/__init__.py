@@ -5,7 +5,8 @@ Module map (read in this order):
 * ``loader``      find the weights (bundled GGUF -> cached safetensors, a folder, a hub id)
 * ``kv_tensors``  the paged KV cache tensors and the slot mapping
 * ``attention``   per-step attention metadata and paged attention
-* ``layers``      RMSNorm, RoPE, activations
+* ``layers``      RMSNorm, RoPE, activations, projections (packed weights)
+* ``host_memory`` activations' memory reused, unread weight pages handed back to the OS
 * ``llama`` / ``gpt2``  the forward pass of each supported family
 * ``sampler``     greedy / temperature / top-k / top-p with per-request RNGs
 * ``weights``     ``ModelWeights``: the read-only half, shared by any number of engines

@@ -57,8 +57,10 @@ class DecodeBatch:
 
     Padded (``shared_blocks`` is None): ``block_tables`` ``[num_decodes, max_blocks]`` padded with
     block 0 (the pool's null block), ``key_mask`` ``[num_decodes, 1, 1, max_blocks * block_size]``.
-    Shared context: ``shared_blocks`` ``[num_blocks]`` is the union of their blocks, gathered once,
-    and ``key_mask`` ``[num_decodes, num_blocks * block_size]`` says which of those keys each sees.
+    Shared context: ``shared_blocks`` ``[num_blocks]`` is the union of their blocks, read once, and
+    ``key_mask`` ``[num_decodes, num_blocks * block_size]`` says which of those keys each sees. When
+    ``span_start`` is set, ``shared_blocks`` are the consecutive blocks from there (the union and the
+    few free or foreign blocks between, masked out): read in place, without a copy.
     """
 
     rows: torch.Tensor  # [num_decodes] their rows in the packed batch
@@ -66,6 +68,7 @@ class DecodeBatch:
     key_mask: torch.Tensor  # bool: True = a key this request attends to
     contiguous_from: int | None  # the rows are start..start+n-1 (a slice, no gather); None otherwise
     shared_blocks: torch.Tensor | None = None
+    span_start: int | None = None
     biases: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False)  # see attention_bias
 
 
@@ -142,10 +145,20 @@ def reads_shared_context(tables: list[list[int]]) -> bool:
     return union * SHARED_CONTEXT_MIN_SAVING <= len(tables) * longest and union <= SHARED_CONTEXT_MAX_WIDENING * longest
 
 
+#: Read a shared context's blocks in place, as one run of consecutive blocks, when that run is at most
+#: this many times the union: each masked-out block in it costs a little arithmetic, a gather costs a copy.
+SHARED_SPAN_MAX_WIDENING = 1.25
+
+
 def shared_context_decode(rows: torch.Tensor, contiguous_from: int | None, tables: list[list[int]], lens: list[int],
                           block_size: int, device: torch.device | str) -> DecodeBatch:
     """A decode batch over the union of its blocks: which of the union's keys each request may see."""
-    union = torch.tensor(sorted({b for t in tables for b in t}), dtype=torch.long, device=device)
+    blocks = sorted({b for t in tables for b in t})
+    span = blocks[-1] + 1 - blocks[0]
+    span_start = blocks[0] if span <= SHARED_SPAN_MAX_WIDENING * len(blocks) else None
+    if span_start is not None:
+        blocks = list(range(span_start, span_start + span))
+    union = torch.tensor(blocks, dtype=torch.long, device=device)
     flat = torch.tensor([b for t in tables for b in t], dtype=torch.long, device=device)
     owner = torch.tensor([r for r, t in enumerate(tables) for _ in t], dtype=torch.long, device=device)
     index_in_table = torch.tensor([j for t in tables for j in range(len(t))], device=device)
@@ -153,7 +166,7 @@ def shared_context_decode(rows: torch.Tensor, contiguous_from: int | None, table
     filled = (torch.tensor(lens, device=device)[owner] - index_in_table * block_size).clamp(0, block_size)
     mask = torch.zeros(len(tables), union.shape[0], block_size, dtype=torch.bool, device=device)
     mask[owner, torch.searchsorted(union, flat)] = torch.arange(block_size, device=device)[None, :] < filled[:, None]
-    return DecodeBatch(rows, None, mask.view(len(tables), -1), contiguous_from, shared_blocks=union)
+    return DecodeBatch(rows, None, mask.view(len(tables), -1), contiguous_from, shared_blocks=union, span_start=span_start)
 
 
 def attention_bias(memo: dict[torch.dtype, torch.Tensor], dtype: torch.dtype,
@@ -211,7 +224,10 @@ def shared_context_attention(q: torch.Tensor, cache: LayerKVCache, batch: Decode
     """
     assert batch.shared_blocks is not None
     num, n_heads, head_dim = q.shape
-    k, v = cache.read_blocks(batch.shared_blocks)  # [union tokens, n_kv_heads, head_dim]
+    if batch.span_start is not None:
+        k, v = cache.read_span(batch.span_start, batch.shared_blocks.shape[0])  # [span tokens, n_kv_heads, head_dim]
+    else:
+        k, v = cache.read_blocks(batch.shared_blocks)  # [union tokens, n_kv_heads, head_dim]
     n_kv = k.shape[1]
     group = n_heads // n_kv
     rows = q.view(num, n_kv, group, head_dim).permute(1, 0, 2, 3).reshape(n_kv, num * group, head_dim)

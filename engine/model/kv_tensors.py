@@ -51,6 +51,12 @@ class LayerKVCache:
         heads, dim = self.k.shape[2], self.k.shape[3]
         return self.k.index_select(0, blocks).view(-1, heads, dim), self.v.index_select(0, blocks).view(-1, heads, dim)
 
+    def read_span(self, first: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The K/V of blocks ``first .. first + count - 1``, in place (a view, no copy):
+        ``[count * block_size, n_kv_heads, head_dim]``."""
+        heads, dim = self.k.shape[2], self.k.shape[3]
+        return self.k[first:first + count].view(-1, heads, dim), self.v[first:first + count].view(-1, heads, dim)
+
     def gather(self, block_tables: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Several requests' K/V at once, through padded block tables ``[requests, max_blocks]``.
 

@@ -9,41 +9,81 @@ import torch
 import torch.nn.functional as F
 
 from engine.errors import ConfigError
+from engine.model.host_memory import hand_back_pages
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm (Llama): scale by 1/RMS in fp32, then by a learned weight; no mean, no bias."""
-    dtype = x.dtype
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * x32.to(dtype)
+    """RMSNorm (Llama): scale by 1/RMS in fp32, then by a learned weight; no mean, no bias.
 
-
-def linear(x: torch.Tensor, module: Any) -> torch.Tensor:
-    """``x @ W.T + b`` with an ``nn.Linear``'s weights (bias optional, as in Qwen2's q/k/v)."""
-    return F.linear(x, module.weight, module.bias)
-
-
-def fuse_rows(modules: list[Any], name: str = "weight") -> torch.Tensor | None:
-    """One tensor holding several projections' ``name`` (weight or bias) stacked by output row.
-
-    One matmul over the stacked weight replaces several small ones (q/k/v): fewer calls, and the
-    input is read once. Each module's parameter becomes a view into the stacked tensor, so the HF
-    model (the tests' oracle) computes with the same numbers and holds no second copy (the file
-    it was mapped from may stay resident until the OS needs the pages).
-    Returns None when the modules have no such parameter (a bias-free projection).
+    torch's fused kernel reads the row once instead of once per elementwise step (0.7 ms vs 1.4 ms
+    for a 1,000-token prefill here) and gives the same fp32 numbers as HF's step-by-step version.
+    In other dtypes HF normalises in fp32 and rounds before scaling; so do we.
     """
-    found = [getattr(m, name, None) for m in modules]
-    params = [p for p in found if p is not None]
-    if len(params) < len(modules):
-        return None
-    fused = torch.cat([p.detach() for p in params])
-    offset = 0
-    for p in params:
-        rows = p.shape[0]
-        p.data = fused[offset:offset + rows]
-        offset += rows
-    return fused
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    return weight * F.rms_norm(x.float(), (x.shape[-1],), None, eps).to(x.dtype)
+
+
+def onednn_packs_linear(weight: torch.Tensor) -> bool:
+    """Whether oneDNN can pre-pack this weight: fp32 on a CPU whose torch was built with it."""
+    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+
+
+class Projection:
+    """``x @ W.T + b`` for one ``nn.Linear``, or for several stacked by output row (q/k/v, as vLLM's
+    ``QKVParallelLinear``): one matmul instead of several, and the input is read once.
+
+    On CPU the weight is pre-packed once into oneDNN's blocked layout (as vLLM's CPU build does).
+    A decode step multiplies only a few rows by every weight; torch's default matmul then re-packs
+    each weight on every call and reads it well under the memory bandwidth. Measured here with 8
+    rows: the MLP's up projection 0.34 ms packed vs 0.57 ms plain, the LM head 4.6 ms vs 9.1 ms.
+    Sums come out in another order (differences ~1e-7 relative), which greedy decoding of the
+    tests' models and prompts does not notice. oneDNN also applies an elementwise "post-op" to the
+    result before writing it (:meth:`add_to`, :meth:`times`: the same numbers as a separate torch
+    op; :meth:`silu`), without another pass over memory. Elsewhere (GPU, other dtypes) the plain weight is used.
+
+    The HF model keeps its own weights untouched: it is the tests' oracle. ``hand_back``: whether our
+    forward pass never reads the modules' weights otherwise (a tied LM head is also the embedding).
+    """
+
+    def __init__(self, modules: list[Any], hand_back: bool = True) -> None:
+        weights = [m.weight.detach() for m in modules]
+        has_bias = any(getattr(m, "bias", None) is not None for m in modules)
+        self.bias = torch.cat([m.bias.detach() if getattr(m, "bias", None) is not None else w.new_zeros(w.shape[0])
+                               for m, w in zip(modules, weights)]) if has_bias else None
+        weight = weights[0] if len(weights) == 1 else torch.cat(weights)
+        self.packed: torch.Tensor | None = None
+        self.weight: torch.Tensor | None = weight
+        if onednn_packs_linear(weight):
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
+            self.weight = None  # the stacked copy is no longer needed (a single module's stays the HF's)
+            for w in weights if hand_back else []:
+                hand_back_pages(w)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is not None:
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        assert self.weight is not None
+        return F.linear(x, self.weight, self.bias)
+
+    def silu(self, x: torch.Tensor) -> torch.Tensor:
+        """``silu(projection(x))`` (oneDNN's "swish" rounds the last bit differently from torch's SiLU)."""
+        if self.packed is not None:
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "swish", [], "")
+        return F.silu(self(x))
+
+    def add_to(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """``residual + projection(x)``: a residual connection."""
+        if self.packed is not None:
+            return torch.ops.mkldnn._linear_pointwise.binary(x, residual, self.packed, self.bias, "add")
+        return residual + self(x)
+
+    def times(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+        """``projection(x) * other``: a gated unit (SwiGLU's ``up(x) * silu(gate(x))``)."""
+        if self.packed is not None:
+            return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, self.bias, "mul")
+        return self(x) * other
 
 
 def gelu_new(x: torch.Tensor) -> torch.Tensor:
@@ -76,20 +116,22 @@ class RotaryEmbedding:
             raise ConfigError(f"RoPE type {rope_type!r} is not supported (default, linear, llama3, yarn are).")
         positions = torch.arange(max_positions, dtype=torch.float32)
         angles = torch.outer(positions, inv_freq)  # [positions, head_dim/2]
-        angles = torch.cat([angles, angles], dim=-1)  # the two halves share angles
-        self.cos = (angles.cos() * scaling).to(device)
-        self.sin = (angles.sin() * scaling).to(device)
+        cos, sin = angles.cos() * scaling, angles.sin() * scaling
+        self.cos = torch.cat([cos, cos], dim=-1).to(device)  # the two halves share angles
+        # "Rotate half" multiplies the second half by -sin: the sign lives in the table, not in each step.
+        self.signed_sin = torch.cat([-sin, sin], dim=-1).to(device)
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """The angles of ``positions``, shaped to broadcast over heads: look them up once per step."""
-        return self.cos[positions].unsqueeze(1).to(dtype), self.sin[positions].unsqueeze(1).to(dtype)
+        return self.cos[positions].unsqueeze(1).to(dtype), self.signed_sin[positions].unsqueeze(1).to(dtype)
 
     @staticmethod
-    def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """Rotate ``x`` (``[num_tokens, heads, head_dim]``) by angles from :meth:`cos_sin`."""
+    def rotate(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+        """Rotate ``x`` (``[num_tokens, heads, head_dim]``) by angles from :meth:`cos_sin`:
+        ``x * cos + (-x2, x1) * sin``, bit for bit (negating before or after a product is exact)."""
         half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rotated * sin
+        swapped = torch.cat([x[..., half:], x[..., :half]], dim=-1)
+        return x * cos + swapped * signed_sin
 
     def __call__(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Rotate ``x`` (``[num_tokens, heads, head_dim]``) to the given positions."""

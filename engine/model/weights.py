@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from engine.model.gpt2 import GPT2Forward
+from engine.model.host_memory import reuse_freed_activations
 from engine.model.llama import LlamaForward
 from engine.model.loader import LoadedModel
 from engine.model.tokenizer import TextTokenizer
@@ -37,6 +38,7 @@ class ModelWeights:
     """A loaded model and our forward pass over it; holds no per-request or per-engine state."""
 
     def __init__(self, loaded: LoadedModel) -> None:
+        reuse_freed_activations()
         self.loaded = loaded
         self.hf_model = loaded.hf_model  # kept for its weights (and as the tests' oracle)
         parameter = next(self.hf_model.parameters())

@@ -1,4 +1,4 @@
-"""The fast paths: stacked projections share memory with the HF model, decodes are attended in one
+"""The fast paths: projections are stacked and packed once per model, decodes are attended in one
 batched call that equals attending each request alone, the engine times each request's phases,
 and the thread rule picks one thread on a busy machine."""
 
@@ -10,23 +10,67 @@ import torch.nn.functional as F
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.model import ModelBackend
 from engine.model.attention import AttentionMetadata, decode_attention
+from engine.model.host_memory import hand_back_pages
 from engine.model.kv_tensors import PagedKVCache
+from engine.model.layers import Projection, onednn_packs_linear, rms_norm
 from engine.model.llama import LlamaForward
 from engine.model.loader import load_model
 from engine.model.threads import threads_for_load
 
 
-def test_stacked_projections_are_the_hf_weights_not_copies(tiny_model_dirs):
+def test_projections_are_made_once_per_model_and_compute_what_the_hf_layers_do(tiny_model_dirs):
     config = EngineConfig(model=tiny_model_dirs["llama"], num_blocks=32, block_size=4)
     loaded = load_model(config.model, torch.float32, torch.device("cpu"))
     first, second = ModelBackend(config, loaded=loaded).model, ModelBackend(config, loaded=loaded).model
     assert isinstance(first, LlamaForward) and isinstance(second, LlamaForward)
-    assert first.layers is second.layers  # stacked once per model, shared by engines
-    layer, w = loaded.hf_model.model.layers[0], first.layers[0]
-    q_rows = layer.self_attn.q_proj.weight.shape[0]
-    assert layer.self_attn.q_proj.weight.data_ptr() == w.qkv.data_ptr()
-    assert layer.self_attn.k_proj.weight.data_ptr() == w.qkv[q_rows:].data_ptr()
-    assert layer.self_attn.v_proj.weight.data_ptr() == w.qkv[-layer.self_attn.v_proj.weight.shape[0]:].data_ptr()
+    assert first.layers is second.layers  # packed once per model, shared by engines
+    attn, w = loaded.hf_model.model.layers[0].self_attn, first.layers[0]
+    x = torch.randn(5, attn.q_proj.weight.shape[1])
+    stacked = torch.cat([attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)], dim=-1)
+    torch.testing.assert_close(w.qkv(x), stacked)
+    assert (w.qkv.packed is not None) == onednn_packs_linear(attn.q_proj.weight)
+
+
+def test_a_projection_without_onednn_uses_the_plain_stacked_weight():
+    modules = [torch.nn.Linear(8, 4).to(torch.bfloat16), torch.nn.Linear(8, 6).to(torch.bfloat16)]
+    projection = Projection(modules)
+    assert projection.packed is None and projection.weight is not None and projection.weight.shape == (10, 8)
+    x = torch.randn(3, 8, dtype=torch.bfloat16)
+    torch.testing.assert_close(projection(x), torch.cat([m(x) for m in modules], dim=-1))
+
+
+def test_projection_post_ops_equal_the_separate_torch_ops():
+    torch.manual_seed(3)
+    linear = torch.nn.Linear(16, 24)
+    projection = Projection([linear], hand_back=False)
+    x, other = torch.randn(5, 16), torch.randn(5, 24)
+    plain = F.linear(x, linear.weight, linear.bias)
+    torch.testing.assert_close(projection(x), plain, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(projection.add_to(x, other), other + projection(x), atol=0, rtol=0)  # bit for bit
+    torch.testing.assert_close(projection.times(x, other), projection(x) * other, atol=0, rtol=0)
+    torch.testing.assert_close(projection.silu(x), F.silu(projection(x)), atol=1e-6, rtol=1e-6)
+
+
+def test_rms_norm_equals_hf_in_fp32_and_bf16():
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    for dtype in (torch.float32, torch.bfloat16):
+        hf = LlamaRMSNorm(32, eps=1e-5).to(dtype)
+        hf.weight.data.normal_()
+        x = torch.randn(7, 32).to(dtype)
+        torch.testing.assert_close(rms_norm(x, hf.weight, 1e-5), hf(x), atol=0, rtol=0)
+
+
+def test_handing_back_pages_keeps_every_value(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    save_file({"w": torch.randn(300, 1000)}, tmp_path / "w.safetensors")
+    mapped = load_file(tmp_path / "w.safetensors")["w"]  # file-backed pages
+    anonymous = torch.randn(300, 1000)
+    for tensor in (mapped, anonymous):
+        before = tensor.clone()
+        hand_back_pages(tensor)
+        assert torch.equal(tensor, before)
 
 
 def assert_each_equals_attending_alone(batched, q, cache, tables, lens) -> None:
@@ -95,9 +139,26 @@ def test_decodes_sharing_their_context_read_it_once_and_equal_one_request_at_a_t
     meta = AttentionMetadata.build([(t, n - 1, 1) for t, n in zip(tables, lens)], block_size, "cpu")
     assert meta.decode is not None and meta.decode.shared_blocks is not None  # the union path was taken
     assert meta.decode.shared_blocks.tolist() == sorted(set(prefix + [20, 21, 22, 9]))
+    assert meta.decode.span_start is None  # blocks 1 .. 22 would be more than twice the union: gathered
     q = torch.randn(4, heads, dim)
     batched = decode_attention(q, cache[0], meta.decode, scale=0.3)
     assert_each_equals_attending_alone(batched, q, cache, tables, lens)
+
+
+def test_decodes_sharing_a_run_of_consecutive_blocks_read_it_in_place():
+    torch.manual_seed(2)
+    block_size, heads, kv_heads, dim = 4, 6, 2, 8
+    cache = PagedKVCache(1, 32, block_size, kv_heads, dim, torch.float32, "cpu")
+    cache.data.normal_()
+    prefix = [4, 5, 6, 7, 8, 9, 10]  # a fresh pool hands out consecutive blocks
+    tables = [prefix + [11], prefix + [13, 14], prefix + [15]]  # block 12 belongs to someone else
+    lens = [31, 36, 30]
+    meta = AttentionMetadata.build([(t, n - 1, 1) for t, n in zip(tables, lens)], block_size, "cpu")
+    assert meta.decode is not None and meta.decode.span_start == 4
+    assert meta.decode.shared_blocks is not None and meta.decode.shared_blocks.tolist() == list(range(4, 16))
+    q = torch.randn(3, heads, dim)
+    batched = decode_attention(q, cache[0], meta.decode, scale=0.3)
+    assert_each_equals_attending_alone(batched, q, cache, tables, lens)  # block 12's keys stay masked out
 
 
 def test_decodes_with_little_in_common_keep_the_padded_gather():
