@@ -10,6 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui.model import lower_page_priority
 from ui.settings import render_sidebar
 from ui.state import restore_from_url
 from ui.style import APP_CSS
@@ -58,6 +59,7 @@ def pages() -> dict[str, list[st.Page]]:
     return {name: items for name, items in sections.items() if items}
 
 
+lower_page_priority()  # each run is a thread of its own: below the model's forward passes
 st.set_page_config(page_title="PrefixLab", page_icon="🧱", layout="wide")
 restore_from_url()
 navigation = st.navigation(pages())

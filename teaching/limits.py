@@ -43,6 +43,7 @@ SESSION_REFILL_S = 3.0  #: ... then one more per this many seconds (a token buck
 SHARED_KV_BUDGET_MIB = 1_024  #: KV memory for every Playground session together
 KV_CHOICES_MIB = (8, 32, 128)  #: one session's pool, drawn from the shared budget
 MODEL_SWITCH_INTERVAL_S = 0.0005  #: Python's thread switch interval once the model is loaded (default 0.005)
+PAGE_SCRIPT_NICE = 10  #: OS nice value of page scripts, where forward passes may run at 0 (engine.model.threads)
 
 # -- URLs ---------------------------------------------------------------------------------------------
 MAX_URL_SCENARIO_CHARS = 6_000  #: above this a shared scenario gets a short id instead of living in the URL

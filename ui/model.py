@@ -81,6 +81,18 @@ def note_request(state: Any, key: str = "_model_rate") -> None:
     tokens, now = _tokens(state, key)
     state[key] = (tokens - 1, now)
 
+
+def lower_page_priority() -> None:
+    """Run this page's script below the forward passes' priority, where a pass may take the normal one
+    back (:mod:`engine.priority`): a room of pages then slows a student's first token less.
+    Measured with the 30-session load test on 2 cores, three runs each: a later Playground request's
+    TTFT p95 0.51-0.75 s instead of 0.73-0.92 s, lab step p95 0.16-0.24 s instead of 0.26-0.31 s."""
+    from engine.priority import can_restore_priority, set_thread_nice
+
+    if can_restore_priority():
+        set_thread_nice(limits.PAGE_SCRIPT_NICE)
+
+
 Progress = Callable[[float, str], None]
 
 

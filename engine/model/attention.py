@@ -14,9 +14,11 @@ Two paths, both one kernel call per group rather than per token:
   prefix caching is for), gathering it once per request would copy the same blocks again and
   again; then the *union* of their blocks is gathered once and each request's query is masked to
   its own blocks (softmax attention does not care in which order the keys come). vLLM's cascade
-  attention exploits the same sharing.
+  attention exploits the same sharing. The same path serves a batch whose blocks lie in one run
+  of consecutive ids (as a fresh pool hands them out): that run is read in place, with no gather.
 * **prefill chunks** (several new tokens) run one request at a time; a prefill from position 0
-  needs no cache read at all (its keys are exactly this step's keys).
+  needs no cache read at all (its keys are exactly this step's keys), a chunk whose context lies in
+  consecutive blocks reads it in place.
 
 Grouped-query attention (fewer K/V heads than query heads) never repeats K/V: where a mask is
 needed, the query heads that share a K/V head are laid out as more query rows of that head
@@ -44,6 +46,7 @@ class SequenceSlice:
     block_table: torch.Tensor  # the blocks covering [0, context_len), in order
     mask: torch.Tensor | None  # [query_len, context_len] bool, True = may attend; None: no explicit mask
     is_causal: bool  # True: plain causal (a prefill from position 0); False with no mask: a decode sees everything
+    span: tuple[int, int] | None = None  # (first block, count): its blocks lie in this run, read in place
     biases: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False)  # see attention_bias
 
     @property
@@ -97,22 +100,23 @@ class AttentionMetadata:
         for block_table, start, num_new in chunks:
             end = start + num_new
             slots += slot_mapping(block_table, start, end, block_size)
-            num_ctx_blocks = -(-end // block_size)
-            mask = None
+            table = block_table[:-(-end // block_size)]
+            mask, span = None, None
             if num_new == 1:
                 decode_rows.append(len(slots) - 1)
-                decode_tables.append(block_table[:num_ctx_blocks])
+                decode_tables.append(table)
                 decode_lens.append(end)
             elif start > 0:
                 # A chunk after a cached/computed prefix: query i sits at position start + i and may
                 # see keys 0 .. start + i (all of the prefix, and the chunk up to itself).
-                key_pos = torch.arange(end, device=device)
                 query_pos = torch.arange(start, end, device=device)
-                mask = key_pos[None, :] <= query_pos[:, None]
+                span = (min(table), max(table) + 1 - min(table)) if consecutive_enough(set(table)) else None
+                key_pos = key_positions(table, span, block_size, device) if span else torch.arange(end, device=device)
+                mask = (key_pos[None, :] >= 0) & (key_pos[None, :] <= query_pos[:, None])
             seqs.append(SequenceSlice(
                 query_start=len(slots) - num_new, query_len=num_new, context_len=end,
-                block_table=torch.tensor(block_table[:num_ctx_blocks], dtype=torch.long, device=device),
-                mask=mask, is_causal=num_new > 1 and start == 0,
+                block_table=torch.tensor(table, dtype=torch.long, device=device),
+                mask=mask, is_causal=num_new > 1 and start == 0, span=span,
             ))
         decode = None
         if decode_rows:
@@ -139,10 +143,13 @@ SHARED_CONTEXT_MAX_WIDENING = 4
 
 
 def reads_shared_context(tables: list[list[int]]) -> bool:
-    """Whether a decode batch shares enough of its blocks to gather their union once (see module doc)."""
+    """Whether a decode batch reads the union of its blocks once (see module doc): when it shares
+    enough of them, or when they lie in one run of consecutive blocks (read in place, no copy, as
+    in a fresh pool), and the union is not much wider than one request's context."""
     longest = max(len(t) for t in tables)
-    union = len({b for t in tables for b in t})
-    return union * SHARED_CONTEXT_MIN_SAVING <= len(tables) * longest and union <= SHARED_CONTEXT_MAX_WIDENING * longest
+    blocks = {b for t in tables for b in t}
+    shares = len(blocks) * SHARED_CONTEXT_MIN_SAVING <= len(tables) * longest
+    return (shares or consecutive_enough(blocks)) and len(blocks) <= SHARED_CONTEXT_MAX_WIDENING * longest
 
 
 #: Read a shared context's blocks in place, as one run of consecutive blocks, when that run is at most
@@ -150,14 +157,28 @@ def reads_shared_context(tables: list[list[int]]) -> bool:
 SHARED_SPAN_MAX_WIDENING = 1.25
 
 
+def key_positions(table: list[int], span: tuple[int, int], block_size: int, device: torch.device | str) -> torch.Tensor:
+    """For each key slot of the run of blocks ``span`` (first block, count): the position in the
+    request's context of the token it holds, or -1 where the block is not one of the request's."""
+    first, count = span
+    positions = torch.full((count, block_size), -1, dtype=torch.long, device=device)
+    blocks = torch.tensor(table, dtype=torch.long, device=device) - first
+    positions[blocks] = torch.arange(len(table) * block_size, device=device).view(len(table), block_size)
+    return positions.view(-1)
+
+
+def consecutive_enough(blocks: set[int]) -> bool:
+    """Whether ``blocks`` lie in a run of consecutive blocks at most SHARED_SPAN_MAX_WIDENING times their number."""
+    return max(blocks) + 1 - min(blocks) <= SHARED_SPAN_MAX_WIDENING * len(blocks)
+
+
 def shared_context_decode(rows: torch.Tensor, contiguous_from: int | None, tables: list[list[int]], lens: list[int],
                           block_size: int, device: torch.device | str) -> DecodeBatch:
     """A decode batch over the union of its blocks: which of the union's keys each request may see."""
     blocks = sorted({b for t in tables for b in t})
-    span = blocks[-1] + 1 - blocks[0]
-    span_start = blocks[0] if span <= SHARED_SPAN_MAX_WIDENING * len(blocks) else None
+    span_start = blocks[0] if consecutive_enough(set(blocks)) else None
     if span_start is not None:
-        blocks = list(range(span_start, span_start + span))
+        blocks = list(range(span_start, blocks[-1] + 1))
     union = torch.tensor(blocks, dtype=torch.long, device=device)
     flat = torch.tensor([b for t in tables for b in t], dtype=torch.long, device=device)
     owner = torch.tensor([r for r, t in enumerate(tables) for _ in t], dtype=torch.long, device=device)
@@ -254,7 +275,10 @@ def prefill_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: 
     # its query rows, so the keys are read once per K/V head (and the kernel's work splits evenly).
     mask = seq.mask
     assert mask is not None
-    k_ctx, v_ctx = cache.read(seq.block_table, seq.context_len)
+    if seq.span is not None:  # its blocks lie in one run: read in place (the mask skips others' blocks)
+        k_ctx, v_ctx = cache.read_span(*seq.span)
+    else:
+        k_ctx, v_ctx = cache.read(seq.block_table, seq.context_len)
     n_heads, n_kv = q.shape[1], k_ctx.shape[1]
     bias = attention_bias(seq.biases, q.dtype, lambda: mask.repeat(n_heads // n_kv, 1))  # row j * tokens + i: token i
     o = F.scaled_dot_product_attention(

@@ -29,6 +29,7 @@ from engine.model.runner import ModelBackend
 from engine.model.shared_pages import SharedPages, physical_rows
 from engine.model.threads import ThreadPolicy
 from engine.model.weights import ModelWeights
+from engine.priority import normal_priority
 from engine.scheduler import ScheduledRequest, SchedulerOutput
 
 #: New tokens in one merged forward pass: a big prefill chunk cannot hold everyone's decode for long
@@ -113,7 +114,8 @@ class StepBatcher:
                     self._cond.notify_all()
                     raise
             try:
-                self._forward(batch)
+                with normal_priority():  # a page script may lead this pass, at its lower priority
+                    self._forward(batch)
             except Exception as exc:  # every waiting session gets the error, none hangs
                 for each in batch:
                     each.error = exc

@@ -4,12 +4,14 @@ and the thread rule picks one thread on a busy machine."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.model import ModelBackend
-from engine.model.attention import AttentionMetadata, decode_attention
+from engine.model.attention import AttentionMetadata, decode_attention, prefill_attention
 from engine.model.host_memory import hand_back_pages
 from engine.model.kv_tensors import PagedKVCache
 from engine.model.layers import Projection, onednn_packs_linear, rms_norm
@@ -161,7 +163,26 @@ def test_decodes_sharing_a_run_of_consecutive_blocks_read_it_in_place():
     assert_each_equals_attending_alone(batched, q, cache, tables, lens)  # block 12's keys stay masked out
 
 
+def test_a_chunk_after_a_prefix_in_a_run_of_blocks_reads_it_in_place_with_the_same_result():
+    torch.manual_seed(4)
+    block_size, heads, kv_heads, dim = 4, 6, 2, 8
+    cache = PagedKVCache(1, 32, block_size, kv_heads, dim, torch.float32, "cpu")
+    cache.data.normal_()
+    # A cached prefix in blocks 5-9 and 11, the chunk ending in block 12 (block 10 is someone else's):
+    # 22 cached tokens, 3 new, the last one at position 24.
+    chunk = ([5, 6, 7, 8, 9, 11, 12], 22, 3)
+    seq = AttentionMetadata.build([chunk], block_size, "cpu").seqs[0]
+    assert seq.span == (5, 8) and seq.mask is not None and seq.mask.shape == (3, 8 * block_size)
+    q, k, v = torch.randn(3, heads, dim), torch.randn(3, kv_heads, dim), torch.randn(3, kv_heads, dim)
+    cache[0].write(k, v, AttentionMetadata.build([chunk], block_size, "cpu").slot_mapping)
+    in_place = prefill_attention(q, k, v, cache[0], seq, scale=0.3)
+    context = torch.arange(25)  # what a gather through the table reads: positions 0-24
+    gathered = replace(seq, span=None, mask=context[None, :] <= torch.arange(22, 25)[:, None], biases={})
+    torch.testing.assert_close(in_place, prefill_attention(q, k, v, cache[0], gathered, scale=0.3), atol=1e-6, rtol=1e-6)
+    assert AttentionMetadata.build([([5, 29, 2], 8, 3)], block_size, "cpu").seqs[0].span is None  # scattered: gathered
+
+
 def test_decodes_with_little_in_common_keep_the_padded_gather():
-    tables = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    tables = [[1, 2, 3], [14, 15, 16], [27, 28, 29]]  # scattered: no run of consecutive blocks either
     meta = AttentionMetadata.build([(t, 10, 1) for t in tables], block_size=4, device="cpu")
     assert meta.decode is not None and meta.decode.shared_blocks is None and meta.decode.block_tables is not None
