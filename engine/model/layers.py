@@ -37,11 +37,13 @@ class Projection:
     On CPU the weight is pre-packed once into oneDNN's blocked layout (as vLLM's CPU build does).
     A decode step multiplies only a few rows by every weight; torch's default matmul then re-packs
     each weight on every call and reads it well under the memory bandwidth. Measured here with 8
-    rows: the MLP's up projection 0.34 ms packed vs 0.57 ms plain, the LM head 4.6 ms vs 9.1 ms.
+    rows: the MLP's gate and up together 0.34 ms packed vs 0.57 ms plain, the LM head 4.6 vs 9.1 ms.
+    With one row oneDNN is slower (~30% on the MLP): a batch-1 decode step lost ~15%.
     Sums come out in another order (differences ~1e-7 relative), which greedy decoding of the
     tests' models and prompts does not notice. oneDNN also applies an elementwise "post-op" to the
     result before writing it (:meth:`add_to`, :meth:`times`: the same numbers as a separate torch
-    op; :meth:`silu`), without another pass over memory. Elsewhere (GPU, other dtypes) the plain weight is used.
+    op; :meth:`silu`), without another pass over memory. Elsewhere (GPU, other dtypes) the plain
+    weight is used.
 
     The HF model keeps its own weights untouched: it is the tests' oracle. ``hand_back``: whether our
     forward pass never reads the modules' weights otherwise (a tied LM head is also the embedding).
