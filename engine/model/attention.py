@@ -27,7 +27,7 @@ needed, the query heads that share a K/V head are laid out as more query rows of
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import torch
@@ -110,7 +110,7 @@ class AttentionMetadata:
                 # A chunk after a cached/computed prefix: query i sits at position start + i and may
                 # see keys 0 .. start + i (all of the prefix, and the chunk up to itself).
                 query_pos = torch.arange(start, end, device=device)
-                span = (min(table), max(table) + 1 - min(table)) if consecutive_enough(set(table)) else None
+                span = (min(table), max(table) + 1 - min(table)) if consecutive_enough(table) else None
                 key_pos = key_positions(table, span, block_size, device) if span else torch.arange(end, device=device)
                 mask = (key_pos[None, :] >= 0) & (key_pos[None, :] <= query_pos[:, None])
             seqs.append(SequenceSlice(
@@ -167,8 +167,9 @@ def key_positions(table: list[int], span: tuple[int, int], block_size: int, devi
     return positions.view(-1)
 
 
-def consecutive_enough(blocks: set[int]) -> bool:
-    """Whether ``blocks`` lie in a run of consecutive blocks at most SHARED_SPAN_MAX_WIDENING times their number."""
+def consecutive_enough(blocks: Collection[int]) -> bool:
+    """Whether ``blocks`` (distinct ids) lie in a run of consecutive blocks at most SHARED_SPAN_MAX_WIDENING
+    times their number."""
     return max(blocks) + 1 - min(blocks) <= SHARED_SPAN_MAX_WIDENING * len(blocks)
 
 
@@ -176,7 +177,7 @@ def shared_context_decode(rows: torch.Tensor, contiguous_from: int | None, table
                           block_size: int, device: torch.device | str) -> DecodeBatch:
     """A decode batch over the union of its blocks: which of the union's keys each request may see."""
     blocks = sorted({b for t in tables for b in t})
-    span_start = blocks[0] if consecutive_enough(set(blocks)) else None
+    span_start = blocks[0] if consecutive_enough(blocks) else None
     if span_start is not None:
         blocks = list(range(span_start, blocks[-1] + 1))
     union = torch.tensor(blocks, dtype=torch.long, device=device)
