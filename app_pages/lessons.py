@@ -252,9 +252,9 @@ def run_measurement(lesson: Lesson) -> None:
     """Callback: time the lesson's chats on the real model (cache on, then off)."""
     assert lesson.measure is not None
     try:
-        from ui.model import shared_model  # the server's one copy of the weights; each engine gets its own pages
+        from ui.model import session_backend, shared_model  # the server's one model; each engine gets its own pages
 
-        st.session_state[measure_key(lesson)] = measure_ttft(lesson.measure, shared_model())
+        st.session_state[measure_key(lesson)] = measure_ttft(lesson.measure, shared_model(), session_backend)
     except Exception as exc:
         st.session_state[measure_key(lesson)] = f"The real model could not run here: {exc}"
 

@@ -134,7 +134,7 @@ def main() -> None:
     n = len(prompts)
 
     # Warm-up: the first forward pass pages the weights in and sets up kernels; time none of that.
-    fresh_engine(backend.weights, True).generate([prompts[0]], SamplingParams(max_tokens=2))
+    fresh_engine(backend.local_weights, True).generate([prompts[0]], SamplingParams(max_tokens=2))
 
     ttft: dict[bool, list[dict[str, float]]] = {True: [], False: []}
     seconds: dict[str, list[float]] = {"on": [], "off": [], "hf": []}
@@ -143,9 +143,9 @@ def main() -> None:
     for round_ in range(args.repeats):
         for caching in (True, False):
             note(f"round {round_ + 1}: TTFT, cache {'on' if caching else 'off'}")
-            ttft[caching].append(ttft_run(backend.weights, caching, prompts))
-        for name, run in (("on", lambda: engine_throughput(backend.weights, True, prompts, args.max_tokens)),
-                          ("off", lambda: engine_throughput(backend.weights, False, prompts, args.max_tokens)),
+            ttft[caching].append(ttft_run(backend.local_weights, caching, prompts))
+        for name, run in (("on", lambda: engine_throughput(backend.local_weights, True, prompts, args.max_tokens)),
+                          ("off", lambda: engine_throughput(backend.local_weights, False, prompts, args.max_tokens)),
                           ("hf", lambda: transformers_throughput(hf_model, prompts, args.max_tokens, backend.eos_token_ids))):
             note(f"round {round_ + 1}: throughput, {name}")
             if name == "hf" and not engine_peak_rss:  # before the baseline adds its own peaks

@@ -68,12 +68,15 @@ def real_model_available() -> bool:
     return importlib.util.find_spec("engine.model") is not None and importlib.util.find_spec("torch") is not None
 
 
-def engine_factory(spec: MeasureSpec, model: Any) -> tuple[Callable[[bool], LLMEngine], bool]:
+def engine_factory(spec: MeasureSpec, model: Any,
+                   backend_for: Callable[[EngineConfig], Any] | None = None) -> tuple[Callable[[bool], LLMEngine], bool]:
     """``make_engine(caching)`` for ``model``, and whether prompts should be chats.
 
     ``model`` is the real model's ``ModelWeights`` (a ``ModelBackend`` lends its weights, never
     its pages), or ``None`` / a ``SimulatorBackend`` for the simulator. Each engine gets a new
     back end, so a cache-off engine can never overwrite the cache-on engine's KV pages.
+    ``backend_for(config)`` makes that back end where ``ModelBackend`` on the weights will not do
+    (a server's model, whose passes run in its worker process); ``model`` then only describes it.
     """
     if model is None or isinstance(model, SimulatorBackend):
         def make_simulated(caching: bool) -> LLMEngine:
@@ -86,7 +89,7 @@ def engine_factory(spec: MeasureSpec, model: Any) -> tuple[Callable[[bool], LLME
     def make_real(caching: bool) -> LLMEngine:
         config = EngineConfig(backend="model", block_size=spec.block_size, enable_prefix_caching=caching,
                               kv_cache_memory_mib=MEASURE_KV_MIB)
-        return LLMEngine(config, backend=ModelBackend(config, weights=weights))
+        return LLMEngine(config, backend=backend_for(config) if backend_for else ModelBackend(config, weights=weights))
     tokenizer = weights.tokenizer
     return make_real, bool(tokenizer is not None and tokenizer.chat_template)
 
@@ -98,13 +101,15 @@ def _prompt(chat: bool, system: str, question: str) -> Prompt:
     return f"{system} {question}"
 
 
-def measure_ttft(spec: MeasureSpec, model: Any = None) -> list[TTFTRow]:
+def measure_ttft(spec: MeasureSpec, model: Any = None,
+                 backend_for: Callable[[EngineConfig], Any] | None = None) -> list[TTFTRow]:
     """Send the questions one at a time, cache on and off, ``spec.repeats`` rounds; medians per request.
 
     Each round starts fresh engines on the same weights (they load once), so the first request
-    always finds a cold cache and later ones can hit the system prompt.
+    always finds a cold cache and later ones can hit the system prompt. ``backend_for``: see
+    :func:`engine_factory`.
     """
-    make_engine, chat = engine_factory(spec, model)
+    make_engine, chat = engine_factory(spec, model, backend_for)
     prompts = [_prompt(chat, spec.system, question) for question in spec.questions]
     samples = measure_ttft_samples(make_engine, prompts, repeats=spec.repeats)
     on = {s.request: s for s in samples if s.caching}

@@ -42,7 +42,10 @@ SESSION_BURST = 5  #: requests a session may start back to back ...
 SESSION_REFILL_S = 3.0  #: ... then one more per this many seconds (a token bucket)
 SHARED_KV_BUDGET_MIB = 1_024  #: KV memory for every Playground session together
 KV_CHOICES_MIB = (8, 32, 128)  #: one session's pool, drawn from the shared budget
-MODEL_SWITCH_INTERVAL_S = 0.0005  #: Python's thread switch interval once the model is loaded (default 0.005)
+#: CPU cores a server leaves to its page scripts: its model worker's passes use the others (at least one).
+#: On 2 cores, 30-session load test: later Playground requests' TTFT p95 0.35-0.50 s with one pass thread,
+#: 0.34-0.93 s with two (whose partner thread waits for a core the pages hold).
+PAGE_CORES = 1
 PAGE_SCRIPT_NICE = 10  #: OS nice value of page scripts, where forward passes may run at 0 (engine.model.threads)
 
 # -- URLs ---------------------------------------------------------------------------------------------

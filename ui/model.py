@@ -7,14 +7,16 @@ own :class:`~engine.llm_engine.LLMEngine` around the shared weights, with a mode
 Sharing fairly (one server, a room of students): every session's pool is a partition of one
 page tensor of :data:`~teaching.limits.SHARED_KV_BUDGET_MIB`, and the sessions' steps are merged
 into one forward pass at a time (:func:`step_batcher`; ten students generating cost one batched
-pass per token, not ten). A session may start a few requests back to back, then one per
-:data:`~teaching.limits.SESSION_REFILL_S`.
+pass per token, not ten). The weights, the pages and the passes live in a worker process
+(:mod:`engine.model.worker`) on all cores but :data:`~teaching.limits.PAGE_CORES`: in the server's
+own process a pass would wait for the GIL behind every page script. A session may start a few
+requests back to back, then one per :data:`~teaching.limits.SESSION_REFILL_S`.
 """
 
 from __future__ import annotations
 
 import gc
-import sys
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,8 +31,9 @@ from engine.llm_engine import LLMEngine
 from teaching import limits
 
 if TYPE_CHECKING:  # torch is imported only when a page asks for the model
-    from engine.model.batching import StepBatcher
+    from engine.model.batching import BatchedBackend, StepBatcher
     from engine.model.weights import ModelWeights
+    from engine.model.worker import WorkerModel
 
 #: KV memory per session: small enough for many students on one server and for the pool to fit
 #: on screen (32 MiB = 45 blocks of 16 tokens for SmolLM2 in fp32), big enough for a few chats.
@@ -48,15 +51,19 @@ def _batchers() -> dict[int, StepBatcher]:
 _BATCHERS_LOCK = threading.Lock()
 
 
-def step_batcher(weights: ModelWeights) -> StepBatcher:
-    """The batcher every session engine on ``weights`` runs through, with the server's KV budget."""
+def step_batcher(weights: ModelWeights | WorkerModel) -> StepBatcher:
+    """The batcher every session engine on ``weights`` runs through, with the server's KV budget
+    (the one :func:`shared_model` made with its worker process, or one in this process)."""
     from engine.model.batching import StepBatcher
     from engine.model.shared_pages import SharedPages
+    from engine.model.weights import ModelWeights
 
     batchers = _batchers()
     with _BATCHERS_LOCK:
         batcher = batchers.get(id(weights))
         if batcher is None or batcher.weights is not weights:
+            if not isinstance(weights, ModelWeights):
+                raise PrefixLabError("This model runs in a worker process that this server did not start.")
             batcher = batchers[id(weights)] = StepBatcher(weights, SharedPages(weights, limits.SHARED_KV_BUDGET_MIB))
     return batcher
 
@@ -84,9 +91,10 @@ def note_request(state: Any, key: str = "_model_rate") -> None:
 
 def lower_page_priority() -> None:
     """Run this page's script below the forward passes' priority, where a pass may take the normal one
-    back (:mod:`engine.priority`): a room of pages then slows a student's first token less.
-    Measured with the 30-session load test on 2 cores, three runs each: a later Playground request's
-    TTFT p95 0.51-0.75 s instead of 0.73-0.92 s, lab step p95 0.16-0.24 s instead of 0.26-0.31 s."""
+    back (:mod:`engine.priority`; the model worker is started at it): a room of pages then slows a
+    student's first token less. Measured with the 30-session load test on 2 cores, three runs each, while
+    the passes still ran in this process: a later Playground request's TTFT p95 0.51-0.75 s instead of
+    0.73-0.92 s, lab step p95 0.16-0.24 s instead of 0.26-0.31 s."""
     from engine.priority import can_restore_priority, set_thread_nice
 
     if can_restore_priority():
@@ -100,36 +108,43 @@ Progress = Callable[[float, str], None]
 def _model_slot(name: str) -> dict[str, Any]:
     """One slot per model name per server. The load itself happens outside this cached function,
     because a cached function may not draw into a progress bar created outside it."""
-    return {"lock": threading.Lock(), "model": None}
+    return {"lock": threading.Lock(), "model": None, "worker": None}
 
 
-def shared_model(name: str = DEFAULT_MODEL, progress: Progress | None = None) -> Any:
-    """The loaded model's shared weights (``engine.model.weights.ModelWeights``), once per server process.
+def shared_model(name: str = DEFAULT_MODEL, progress: Progress | None = None) -> WorkerModel:
+    """The server's model, once per server process: its weights and KV pages in a worker process
+    (:mod:`engine.model.worker`), what sessions need to know about it here.
 
     ``progress`` reports the loader's steps; only the first caller loads (and may convert the
     GGUF, ~30 s), the others wait on the lock and get the same object.
     """
-    from engine.model.loader import load_model
-    from engine.model.runner import pick_device, pick_dtype
-    from engine.model.weights import ModelWeights
+    import torch
+
+    from engine.model.batching import StepBatcher
+    from engine.model.shared_pages import SharedPages
+    from engine.model.worker import ModelWorker
+    from engine.priority import normal_priority
 
     slot = _model_slot(name)
     with slot["lock"]:
         if slot["model"] is None:
-            device = pick_device("auto")
-            slot["model"] = ModelWeights(load_model(name, pick_dtype(None, device), device, progress))
-            # The model's many Python objects live as long as the server: move them out of the
-            # cyclic GC's reach, so no collection ever walks them again (see .streamlit/config.toml).
+            with normal_priority():  # the worker process keeps the nice value of the thread that starts it
+                worker = ModelWorker(name, None, "auto", limits.SHARED_KV_BUDGET_MIB, progress,
+                                     threads=max(1, (os.cpu_count() or 1) - limits.PAGE_CORES))
+            model = worker.model
+            # Sessions take rows of the worker's pages; here the pages are only their shape.
+            pages = SharedPages(model, limits.SHARED_KV_BUDGET_MIB, device=torch.device("meta"))
+            with _BATCHERS_LOCK:
+                _batchers()[id(model)] = StepBatcher(model, pages, worker=worker)
+            slot["model"], slot["worker"] = model, worker
+            # The server's many long-lived Python objects: out of the cyclic GC's reach, so no
+            # collection walks them again (see .streamlit/config.toml).
             gc.collect()
             gc.freeze()
-            # A forward pass hands the GIL back and forth at every tensor op; with a room of lab
-            # sessions running Python in other threads, each hand-back waits up to the switch
-            # interval (5 ms by default), which multiplies a step's time. A shorter one keeps it near.
-            sys.setswitchinterval(limits.MODEL_SWITCH_INTERVAL_S)
     return slot["model"]
 
 
-def session_engine(weights: ModelWeights, *, enable_prefix_caching: bool = True, kv_mib: int = SESSION_KV_MIB,
+def session_engine(weights: ModelWeights | WorkerModel, *, enable_prefix_caching: bool = True, kv_mib: int = SESSION_KV_MIB,
                    block_size: int = 16, config: EngineConfig | None = None) -> LLMEngine:
     """A fresh engine on the shared weights with ``kv_mib`` MiB of the server's KV pages: its own pool,
     scheduler and sampler; its forward passes merged with every other session's (:func:`step_batcher`)."""
@@ -140,3 +155,11 @@ def session_engine(weights: ModelWeights, *, enable_prefix_caching: bool = True,
     base = replace(base, max_num_batched_tokens=min(base.max_num_batched_tokens, SESSION_BATCHED_TOKENS),
                    kv_cache_memory_mib=kv_mib)
     return LLMEngine(base, backend=BatchedBackend(base, step_batcher(weights)))
+
+
+def session_backend(config: EngineConfig) -> BatchedBackend:
+    """A back end on the server's model with ``config``'s KV budget, for an engine a page builds itself
+    (a lesson's measurement): its passes merged with every session's, like :func:`session_engine`'s."""
+    from engine.model.batching import BatchedBackend
+
+    return BatchedBackend(config, step_batcher(shared_model()))

@@ -14,6 +14,7 @@ Module map (read in this order):
 * ``runner``      ``ModelBackend``: one engine's KV pages and sampler; one forward pass per step
 * ``shared_pages`` one page tensor for a server, a partition per engine (one budget for all)
 * ``batching``    ``StepBatcher``: many engines' steps merged into one forward pass
+* ``worker``      that merged pass in a process of its own (a server's page scripts keep the GIL busy)
 """
 
 import os

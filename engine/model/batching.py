@@ -19,18 +19,22 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError, PrefixLabError
-from engine.model.packing import pack_step
+from engine.model.packing import StepInputs, pack, step_inputs
 from engine.model.runner import ModelBackend
 from engine.model.shared_pages import SharedPages, physical_rows
 from engine.model.threads import ThreadPolicy
 from engine.model.weights import ModelWeights
 from engine.priority import normal_priority
 from engine.scheduler import ScheduledRequest, SchedulerOutput
+
+if TYPE_CHECKING:
+    from engine.model.worker import ModelWorker, WorkerModel
 
 #: New tokens in one merged forward pass: a big prefill chunk cannot hold everyone's decode for long
 #: (steps are taken in arrival order; what does not fit goes in the next pass).
@@ -68,9 +72,14 @@ class Submission:
 class StepBatcher:
     """The server's model: merges the steps of every engine on ``pages`` into as few forward passes as it can."""
 
-    def __init__(self, weights: ModelWeights, pages: SharedPages, max_tokens: int = MAX_TOKENS_PER_PASS,
-                 timeout_s: float = STEP_TIMEOUT_S, gather_s: float = GATHER_S) -> None:
+    def __init__(self, weights: ModelWeights | WorkerModel, pages: SharedPages, max_tokens: int = MAX_TOKENS_PER_PASS,
+                 timeout_s: float = STEP_TIMEOUT_S, gather_s: float = GATHER_S, worker: ModelWorker | None = None) -> None:
+        """``worker``: run the passes in that worker process (its model is ``weights``, and ``pages`` then
+        only hands out rows: the real pages are the worker's); by default in this process, on ``weights``."""
+        if worker is None and not isinstance(weights, ModelWeights):
+            raise ConfigError("A StepBatcher runs its passes on ModelWeights here, or on a ModelWorker's model there.")
         self.weights = weights
+        self.worker = worker
         self.pages = pages
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
@@ -164,21 +173,27 @@ class StepBatcher:
 
     @torch.inference_mode()
     def _forward(self, batch: list[Submission]) -> None:
-        if self.threads is not None:
-            self.threads.apply()
         scheduled = [item for part in batch for item in part.scheduled]
         tables = [physical_rows(item.block_ids, part.base, part.block_size) for part in batch for item in part.scheduled]
-        device = self.weights.device
-        step = pack_step(scheduled, 1, device, tables)  # the shared pages hold one token per row
-        model = self.weights.model
-        hidden = model.forward(step.input_ids, step.positions, step.meta, self.pages.cache)
-        rows = torch.tensor(step.sampling_rows, dtype=torch.long, device=device)
-        logits = model.compute_logits(hidden[rows]).float() if step.sampling_rows else hidden.new_zeros((0, 0))
+        inputs = step_inputs(scheduled, tables)
+        if self.worker is not None:
+            logits = self.worker.logits(inputs, self.timeout_s)
+        else:
+            assert isinstance(self.weights, ModelWeights)
+            if self.threads is not None:
+                self.threads.apply()
+            logits = merged_pass(self.weights, self.pages, inputs)
         start = 0
         for part in batch:
             count = sum(item.samples_token for item in part.scheduled)
             part.logits = logits[start:start + count]
             start += count
+
+
+def merged_pass(weights: ModelWeights, pages: SharedPages, inputs: StepInputs) -> torch.Tensor:
+    """One forward pass over several engines' steps on the shared pages (one token per page row):
+    the logits of their sampling rows. Runs in the server, or in its :mod:`~engine.model.worker`."""
+    return weights.logits(pack(inputs, 1, weights.device), pages.cache)
 
 
 class BatchedBackend(ModelBackend):

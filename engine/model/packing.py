@@ -5,6 +5,10 @@ positions, plus the :class:`~engine.model.attention.AttentionMetadata` that says
 request's rows sit and which pages hold its earlier tokens. One engine's step is packed this way
 (:class:`~engine.model.runner.ModelBackend`), and so are several engines' steps merged into one
 forward pass over shared pages (:class:`~engine.model.batching.StepBatcher`).
+
+Packing has two halves: :func:`step_inputs` reads the scheduler's objects into plain lists
+(:class:`StepInputs`, small enough to send to another process) and :func:`pack` turns those into
+tensors on the model's device, where the forward pass runs.
 """
 
 from __future__ import annotations
@@ -19,6 +23,18 @@ from engine.scheduler import ScheduledRequest
 
 
 @dataclass
+class StepInputs:
+    """A step as plain numbers: what a forward pass needs, and nothing of the engine's own objects."""
+
+    token_ids: list[int]
+    positions: list[int]
+    #: Per request, in batch order: (rows of the page tensor that hold it, tokens before this step, new tokens).
+    chunks: list[tuple[list[int], int, int]]
+    #: Per request: whether its logits are wanted (its chunk reaches its last known token).
+    samples: list[bool]
+
+
+@dataclass
 class PackedStep:
     input_ids: torch.Tensor  # [num_tokens]
     positions: torch.Tensor  # [num_tokens]
@@ -28,23 +44,31 @@ class PackedStep:
     sampling_rows: list[int]
 
 
-def pack_step(scheduled: Sequence[ScheduledRequest], block_size: int, device: torch.device,
-              block_tables: Sequence[list[int]] | None = None) -> PackedStep:
-    """Pack ``scheduled`` (in batch order) for one forward pass.
+def step_inputs(scheduled: Sequence[ScheduledRequest], block_tables: Sequence[list[int]] | None = None) -> StepInputs:
+    """``scheduled`` (in batch order) as plain lists.
 
     ``block_tables``: per request, the rows of the page tensor that hold it, when these are not the
-    engine's own block ids (an engine's partition of shared pages); ``block_size`` is then that
-    tensor's page size.
+    engine's own block ids (an engine's partition of shared pages).
     """
-    token_ids: list[int] = []
-    positions: list[int] = []
-    chunks = []
+    inputs = StepInputs([], [], [], [])
     for i, item in enumerate(scheduled):
         start = item.num_computed_tokens
-        token_ids += item.token_ids
-        positions += range(start, start + item.num_new_tokens)
-        chunks.append((item.block_ids if block_tables is None else block_tables[i], start, item.num_new_tokens))
-    meta = AttentionMetadata.build(chunks, block_size, device)
-    rows = [seq.query_end - 1 for item, seq in zip(scheduled, meta.seqs) if item.samples_token]
-    return PackedStep(torch.tensor(token_ids, dtype=torch.long, device=device),
-                      torch.tensor(positions, device=device), meta, rows)
+        inputs.token_ids += item.token_ids
+        inputs.positions += range(start, start + item.num_new_tokens)
+        inputs.chunks.append((item.block_ids if block_tables is None else block_tables[i], start, item.num_new_tokens))
+        inputs.samples.append(item.samples_token)
+    return inputs
+
+
+def pack(inputs: StepInputs, block_size: int, device: torch.device) -> PackedStep:
+    """Tensors for one forward pass; ``block_size`` is the page tensor's (tokens per page)."""
+    meta = AttentionMetadata.build(inputs.chunks, block_size, device)
+    rows = [seq.query_end - 1 for samples, seq in zip(inputs.samples, meta.seqs) if samples]
+    return PackedStep(torch.tensor(inputs.token_ids, dtype=torch.long, device=device),
+                      torch.tensor(inputs.positions, device=device), meta, rows)
+
+
+def pack_step(scheduled: Sequence[ScheduledRequest], block_size: int, device: torch.device,
+              block_tables: Sequence[list[int]] | None = None) -> PackedStep:
+    """Pack ``scheduled`` (in batch order) for one forward pass (:func:`step_inputs`, then :func:`pack`)."""
+    return pack(step_inputs(scheduled, block_tables), block_size, device)

@@ -9,17 +9,24 @@ chunk reached the end of its known tokens.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError, InvalidRequestError
+from engine.model.gpt2 import GPT2Forward
 from engine.model.kv_tensors import PagedKVCache
+from engine.model.llama import LlamaForward
 from engine.model.loader import LoadedModel, Progress, load_model
 from engine.model.packing import pack_step
 from engine.model.sampler import Sampler
 from engine.model.threads import ThreadPolicy
 from engine.model.weights import ModelWeights, context_length, model_forward  # noqa: F401  (re-exported)
 from engine.scheduler import ScheduledRequest, SchedulerOutput
+
+if TYPE_CHECKING:
+    from engine.model.worker import WorkerModel
 
 #: Activations and allocator slack kept free on CUDA besides weights and KV (bytes).
 CUDA_ACTIVATION_HEADROOM = 512 * 2**20
@@ -59,23 +66,38 @@ class ModelBackend:
     """
 
     def __init__(self, config: EngineConfig, progress: Progress | None = None, *,
-                 weights: ModelWeights | None = None, loaded: LoadedModel | None = None) -> None:
+                 weights: ModelWeights | WorkerModel | None = None, loaded: LoadedModel | None = None) -> None:
         self.config = config
         if weights is None:
             weights = ModelWeights(loaded) if loaded is not None else load_weights(config, progress)
-        self.weights = weights
+        self.weights: ModelWeights | WorkerModel = weights  # a WorkerModel's passes run in its worker process
         self.device, self.dtype = weights.device, weights.dtype  # the weights decide, not the config
-        self.hf_model = weights.hf_model
         self.tokenizer = weights.tokenizer
         self.eos_token_ids = weights.eos_token_ids
         self.vocab_size = weights.vocab_size
         self.max_model_len = weights.max_model_len
-        self.model = weights.model
         self.sampler = Sampler(config.seed)
         self.threads = ThreadPolicy() if self.device.type == "cpu" else None
         self.kv_cache: PagedKVCache | None = None
         #: Logits of the last step's sampled rows, per request (for lessons and tests).
         self.last_logits: dict[str, torch.Tensor] = {}
+
+    @property
+    def local_weights(self) -> ModelWeights:
+        """The weights, when they are in this process (not in a :mod:`~engine.model.worker`)."""
+        if not isinstance(self.weights, ModelWeights):
+            raise RuntimeError("This model's weights live in a worker process: its passes run through a StepBatcher.")
+        return self.weights
+
+    @property
+    def model(self) -> LlamaForward | GPT2Forward:
+        """Our forward pass over the weights."""
+        return self.local_weights.model
+
+    @property
+    def hf_model(self) -> Any:
+        """The transformers model the weights were borrowed from (the tests' oracle)."""
+        return self.local_weights.hf_model
 
     # -- KV memory ------------------------------------------------------------------------------------
     @property
@@ -108,8 +130,8 @@ class ModelBackend:
                 "This ModelBackend already holds the KV pages of another engine; a second engine on it "
                 "would overwrite them. Give each engine its own ModelBackend on shared ModelWeights."
             )
-        m = self.model
-        self.kv_cache = PagedKVCache(m.num_layers, num_blocks, block_size, m.num_kv_heads, m.head_dim, self.dtype, self.device)
+        layers, kv_heads, head_dim = self.weights.kv_layout
+        self.kv_cache = PagedKVCache(layers, num_blocks, block_size, kv_heads, head_dim, self.dtype, self.device)
 
     # -- text ----------------------------------------------------------------------------------------------
     def apply_chat_template(self, messages: list[dict[str, str]]) -> list[int]:
@@ -125,12 +147,8 @@ class ModelBackend:
         if self.threads is not None:
             self.threads.apply()
         scheduled = scheduler_output.scheduled
-        step = pack_step(scheduled, self.kv_cache.block_size, self.device)
-        hidden = self.model.forward(step.input_ids, step.positions, step.meta, self.kv_cache)
-        if not step.sampling_rows:
-            return {}
-        logits = self.model.compute_logits(hidden[torch.tensor(step.sampling_rows, device=self.device)]).float()
-        return self.sample(scheduled, logits)
+        logits = self.local_weights.logits(pack_step(scheduled, self.kv_cache.block_size, self.device), self.kv_cache)
+        return self.sample(scheduled, logits) if logits.shape[0] else {}
 
     def sample(self, scheduled: list[ScheduledRequest], logits: torch.Tensor) -> dict[str, int]:
         """A token for each request of ``scheduled`` that samples (``logits``: their rows, in order), drawn by

@@ -18,12 +18,16 @@ from __future__ import annotations
 import mmap
 import threading
 import weakref
+from typing import TYPE_CHECKING
 
 import torch
 
 from engine.errors import PrefixLabError
 from engine.model.kv_tensors import PagedKVCache
 from engine.model.weights import ModelWeights
+
+if TYPE_CHECKING:
+    from engine.model.worker import WorkerModel
 
 
 def lazily_zeroed(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, object]:
@@ -46,12 +50,14 @@ def physical_rows(block_ids: list[int], base: int, block_size: int) -> list[int]
 class SharedPages:
     """The server's KV memory: ``budget_mib`` MiB of one-token pages, split into per-engine ranges."""
 
-    def __init__(self, weights: ModelWeights, budget_mib: int) -> None:
-        m = weights.model
+    def __init__(self, weights: ModelWeights | WorkerModel, budget_mib: int, device: torch.device | None = None) -> None:
+        """``device``: where the pages live, the weights' device by default; ``meta`` keeps only their
+        shape, for a server whose passes (and so whose real pages) are in a worker process."""
+        layers, kv_heads, head_dim = weights.kv_layout
         self.bytes_per_row = weights.kv_bytes_per_token
         self.num_rows = budget_mib * 2**20 // self.bytes_per_row
-        shape = (2, m.num_layers, self.num_rows, 1, m.num_kv_heads, m.head_dim)
-        self.data, self._memory = lazily_zeroed(shape, weights.dtype, weights.device)
+        shape = (2, layers, self.num_rows, 1, kv_heads, head_dim)
+        self.data, self._memory = lazily_zeroed(shape, weights.dtype, device or weights.device)
         self.cache = PagedKVCache.over(self.data)  # block size 1: what a merged forward pass writes and reads
         self._free: list[tuple[int, int]] = [(0, self.num_rows)]  # (start, length), sorted, never adjacent
         self._lock = threading.Lock()

@@ -37,9 +37,10 @@ def threads_for_load(load: float, cores: int) -> int:
 
 
 class ThreadPolicy:
-    def __init__(self) -> None:
+    def __init__(self, cores: int | None = None) -> None:
+        """``cores``: the most threads to use (default: every core of the machine)."""
         self.fixed = fixed_num_threads()
-        self.cores = os.cpu_count() or 1
+        self.cores = cores or os.cpu_count() or 1
         self.checked_at = float("-inf")
 
     def apply(self) -> None:

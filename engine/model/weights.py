@@ -9,12 +9,16 @@ that owns it. Share a ``ModelWeights``, never a ``ModelBackend``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from engine.model.gpt2 import GPT2Forward
 from engine.model.host_memory import reuse_freed_activations
+from engine.model.kv_tensors import PagedKVCache
 from engine.model.llama import LlamaForward
 from engine.model.loader import LoadedModel
+from engine.model.packing import PackedStep
 from engine.model.tokenizer import TextTokenizer
 
 
@@ -34,6 +38,18 @@ def model_forward(hf_model: object, max_model_len: int) -> LlamaForward | GPT2Fo
     return LlamaForward(hf_model, max_model_len)
 
 
+class KVLayout(NamedTuple):
+    """The shape of one token's K/V: what the KV pages are made of."""
+
+    num_layers: int
+    num_kv_heads: int
+    head_dim: int
+
+    def bytes_per_token(self, dtype: torch.dtype) -> int:
+        """K and V, every layer: 2 x layers x kv_heads x head_dim x bytes per element."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * torch.empty((), dtype=dtype).element_size()
+
+
 class ModelWeights:
     """A loaded model and our forward pass over it; holds no per-request or per-engine state."""
 
@@ -51,7 +67,18 @@ class ModelWeights:
         self.model = model_forward(self.hf_model, self.max_model_len)
 
     @property
+    def kv_layout(self) -> KVLayout:
+        return KVLayout(self.model.num_layers, self.model.num_kv_heads, self.model.head_dim)
+
+    @property
     def kv_bytes_per_token(self) -> int:
-        """K and V, every layer: 2 x layers x kv_heads x head_dim x bytes per element."""
-        m = self.model
-        return 2 * m.num_layers * m.num_kv_heads * m.head_dim * torch.empty((), dtype=self.dtype).element_size()
+        return self.kv_layout.bytes_per_token(self.dtype)
+
+    def logits(self, step: PackedStep, kv_cache: PagedKVCache) -> torch.Tensor:
+        """One forward pass over ``step`` (writing its K/V into ``kv_cache``): the float32 logits of its
+        sampling rows, ``[rows, vocab]`` (``[0, vocab]`` when no request samples)."""
+        hidden = self.model.forward(step.input_ids, step.positions, step.meta, kv_cache)
+        if not step.sampling_rows:
+            return hidden.new_zeros((0, self.vocab_size), dtype=torch.float32)
+        rows = torch.tensor(step.sampling_rows, dtype=torch.long, device=self.device)
+        return self.model.compute_logits(hidden[rows]).float()

@@ -1,0 +1,184 @@
+"""The forward passes of a server's shared model, in a process of their own.
+
+Python runs one thread at a time (the GIL). A forward pass is ~450 small tensor ops, and it hands
+the GIL back at each; in a server whose page scripts run Python in other threads, each hand-back
+waits for them. Measured on 2 cores: a 9-token step that takes 64 ms alone took 371 ms next to ONE
+thread running pure Python, 2.1 s next to four. vLLM meets the same problem by running its engine
+core in a separate process from the API server; here the same cut is made one level lower: the
+sessions' engines (schedulers, pools, samplers) and the :class:`~engine.model.batching.StepBatcher`
+that merges their steps stay in the server, and only the merged pass crosses to a worker process,
+which holds the weights and the KV pages. A pass goes over a pipe as plain lists
+(:class:`~engine.model.packing.StepInputs`) and comes back as the logits of its sampling rows.
+
+The server keeps a :class:`WorkerModel`: what an engine needs to know about the model (tokenizer,
+vocabulary, KV layout), without its weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from engine.errors import PrefixLabError
+from engine.model.loader import Progress
+from engine.model.packing import StepInputs
+from engine.model.tokenizer import TextTokenizer
+from engine.model.weights import KVLayout
+
+#: Seconds to wait for the worker to load the model (a first start converts the GGUF, ~30 s).
+LOAD_TIMEOUT_S = 600.0
+
+
+@dataclass
+class WorkerModel:
+    """The model as an engine in the server sees it: everything but weights, which live in the worker.
+
+    It has the attributes of :class:`~engine.model.weights.ModelWeights` that an engine reads, so a
+    :class:`~engine.model.batching.BatchedBackend` runs on either; there is no forward pass here.
+    """
+
+    device: torch.device
+    dtype: torch.dtype
+    tokenizer: TextTokenizer | None
+    eos_token_ids: set[int]
+    vocab_size: int
+    max_model_len: int
+    kv_layout: KVLayout
+    hf_model: None = None
+    model: None = None
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return self.kv_layout.bytes_per_token(self.dtype)
+
+
+class ModelWorker:
+    """A child process that loads ``name`` and runs forward passes over its own KV pages of ``budget_mib``.
+
+    Start it from a thread at normal priority: a process inherits its parent thread's nice value.
+    """
+
+    def __init__(self, name: str, dtype: str | None, device: str, budget_mib: int,
+                 progress: Progress | None = None, timeout_s: float = LOAD_TIMEOUT_S, threads: int | None = None) -> None:
+        """``threads``: the most CPU threads a pass may use (default: every core; fewer when the machine
+        is busy, see :mod:`~engine.model.threads`)."""
+        # A plain child process, not multiprocessing's: that one re-runs the server's main script
+        # (under Streamlit, a page) in the child before anything else.
+        ours, theirs = socket.socketpair()
+        job = json.dumps({"name": name, "dtype": dtype, "device": device, "budget_mib": budget_mib, "threads": threads})
+        source = str(Path(__file__).resolve().parents[2])  # the folder that holds the ``engine`` package
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])))
+        self.process = subprocess.Popen([sys.executable, "-m", "engine.model.worker", str(theirs.fileno()), job],
+                                        pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL)
+        theirs.close()
+        self._conn = Connection(ours.detach())
+        self._lock = threading.Lock()
+        try:
+            reply = self._reply(timeout_s, progress)
+        except BaseException:
+            self.close()
+            raise
+        self.model = WorkerModel(device=torch.device(reply["device"]), dtype=getattr(torch, reply["dtype"]),
+                                 tokenizer=reply["tokenizer"], eos_token_ids=set(reply["eos_token_ids"]),
+                                 vocab_size=reply["vocab_size"], max_model_len=reply["max_model_len"],
+                                 kv_layout=KVLayout(*reply["kv_layout"]))
+
+    def _reply(self, timeout_s: float, progress: Progress | None = None) -> Any:
+        """The worker's next answer (relaying its progress reports); raises when it fails or stops."""
+        while True:
+            try:
+                if not self._conn.poll(timeout_s):
+                    raise PrefixLabError(f"The model process did not answer within {timeout_s:.0f} s.")
+                kind, payload = self._conn.recv()
+            except (EOFError, OSError):
+                raise PrefixLabError(f"The model process stopped (exit code {self._exit_code()}); "
+                                     "restart the server.") from None
+            if kind == "progress":
+                if progress is not None:
+                    progress(*payload)
+            elif kind == "error":
+                raise PrefixLabError(payload)
+            else:
+                return payload
+
+    def logits(self, inputs: StepInputs, timeout_s: float) -> torch.Tensor:
+        """One forward pass in the worker: the float32 logits of ``inputs``' sampling rows."""
+        with self._lock:
+            try:
+                self._conn.send(inputs)
+            except OSError:
+                raise PrefixLabError(f"The model process stopped (exit code {self._exit_code()}); "
+                                     "restart the server.") from None
+            rows, data = self._reply(timeout_s)
+        return torch.from_numpy(np.frombuffer(data, dtype=np.float32).reshape(rows, -1).copy())
+
+    def _exit_code(self) -> int | None:
+        try:
+            return self.process.wait(1.0)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        """Stop the worker (it also stops by itself when the server's end of the socket closes)."""
+        self._conn.close()
+        try:
+            self.process.wait(5.0)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def serve(conn: Connection, name: str, dtype: str | None, device: str, budget_mib: int, threads: int | None) -> None:
+    """The worker process: load the model, then run each pass it receives until the pipe closes."""
+    from engine.model.batching import merged_pass
+    from engine.model.loader import load_model
+    from engine.model.runner import pick_device, pick_dtype
+    from engine.model.shared_pages import SharedPages
+    from engine.model.threads import ThreadPolicy
+    from engine.model.weights import ModelWeights
+
+    try:
+        where = pick_device(device)
+        weights = ModelWeights(load_model(name, pick_dtype(dtype, where), where,
+                                          lambda f, m: conn.send(("progress", (f, m)))))
+        pages = SharedPages(weights, budget_mib)
+    except Exception as exc:  # the server shows it: no traceback, the loader's own words
+        conn.send(("error", str(exc) if isinstance(exc, PrefixLabError) else f"{type(exc).__name__}: {exc}"))
+        return
+    tokenizer = weights.tokenizer
+    conn.send(("ready", {
+        "device": str(weights.device), "dtype": str(weights.dtype).removeprefix("torch."),
+        "tokenizer": tokenizer, "eos_token_ids": sorted(weights.eos_token_ids), "vocab_size": weights.vocab_size,
+        "max_model_len": weights.max_model_len, "kv_layout": tuple(weights.kv_layout),
+    }))
+    policy = ThreadPolicy(threads) if weights.device.type == "cpu" else None
+    while True:
+        try:
+            inputs: StepInputs = conn.recv()
+        except (EOFError, OSError):  # the server is gone
+            os._exit(0)
+        try:
+            if policy is not None:
+                policy.apply()
+            with torch.inference_mode():
+                logits = merged_pass(weights, pages, inputs)
+            conn.send(("logits", (logits.shape[0], logits.cpu().numpy().tobytes())))
+        except Exception as exc:  # this pass fails for its sessions; the worker goes on
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+if __name__ == "__main__":  # started by ModelWorker: the socket's file descriptor, then the job as JSON
+    settings = json.loads(sys.argv[2])
+    serve(Connection(int(sys.argv[1])), settings["name"], settings["dtype"], settings["device"], settings["budget_mib"],
+          settings["threads"])
