@@ -36,6 +36,7 @@ import torch
 
 from bench.prefix_cache import QUESTIONS, chat, note, peak_rss_bytes, transformers_throughput
 from engine import EngineConfig, LLMEngine, SamplingParams
+from engine.model.host_memory import HUGE_PAGES_TUNABLE, huge_pages_env, restart_on_huge_pages
 from engine.model.threads import fixed_num_threads, threads_for_load
 from engine.outputs import RequestMetrics
 
@@ -179,9 +180,16 @@ def vllm_python() -> Path | None:
     return python if python.is_file() else None
 
 
-def run_vllm(python: Path, job: dict[str, Any], timeout_s: int) -> dict[str, Any] | str:
-    """The vLLM half in its own venv; its JSON result, or a sentence saying why there is none."""
+def run_vllm(python: Path, job: dict[str, Any], timeout_s: int, huge_pages: bool = False) -> dict[str, Any] | str:
+    """The vLLM half in its own venv; its JSON result, or a sentence saying why there is none.
+
+    vLLM runs as it ships: without PrefixLab's huge-page tunable, unless ``huge_pages``."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    others = ":".join(t for t in env.pop("GLIBC_TUNABLES", "").split(":") if t and t != HUGE_PAGES_TUNABLE)
+    if others:
+        env["GLIBC_TUNABLES"] = others
+    if huge_pages:
+        env = huge_pages_env(env)
     try:
         proc = subprocess.run([str(python), str(Path(__file__).with_name("vllm_cpu.py"))], input=json.dumps(job),
                               capture_output=True, text=True, timeout=timeout_s, env=env)
@@ -204,6 +212,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads for the whole run (default: the engine's choice for the load now)")
     parser.add_argument("--vllm-timeout", type=int, default=1800, help="seconds for vLLM's start-up and runs")
+    parser.add_argument("--vllm-huge-pages", action="store_true",
+                        help="run vLLM with PrefixLab's huge-page malloc tunable too (by default it runs as it ships)")
     args = parser.parse_args(argv)
     batches: tuple[int, ...] = DECODE_BATCHES
     steps = 16
@@ -266,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if not args.no_vllm and python is not None:
         note("real vLLM (CPU build) in its own venv: start-up takes a while")
-        vllm_result = run_vllm(python, vllm_job, args.vllm_timeout)
+        vllm_result = run_vllm(python, vllm_job, args.vllm_timeout, args.vllm_huge_pages)
         # And PrefixLab once more right after, so both sides saw a similar machine.
         serving.append(prefixlab_serving(backend, prompts, args.max_tokens, probes))
 
@@ -291,6 +301,10 @@ def report(args: argparse.Namespace, backend: ModelBackend, batches: tuple[int, 
     print(f"\nPrefixLab engine speed: SmolLM2-135M-Instruct {backend.dtype} on {backend.device}, "
           f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, median of {args.repeats} round(s). "
           f"Load average at start {load_start:.2f}, at end {os.getloadavg()[0]:.2f}.")
+    on_huge = HUGE_PAGES_TUNABLE in os.environ.get("GLIBC_TUNABLES", "")
+    print(f"Memory: PrefixLab's malloc {'on transparent huge pages' if on_huge else 'on 4 KiB pages'} "
+          f"(GLIBC_TUNABLES={HUGE_PAGES_TUNABLE if on_huge else 'unset'}), vLLM's "
+          f"{'too' if args.vllm_huge_pages else 'as it ships'}.")
     print(f"Measured limits: bandwidth {bw / 1e9:.1f} GB/s (triad, median of {len(bandwidth)}; range "
           f"{min(bandwidth) / 1e9:.1f}-{max(bandwidth) / 1e9:.1f}), matmul {mm / 1e9:.1f} GFLOP/s "
           f"(2048^2 torch.mm, range {min(matmul) / 1e9:.1f}-{max(matmul) / 1e9:.1f}). "
@@ -347,4 +361,5 @@ def report(args: argparse.Namespace, backend: ModelBackend, batches: tuple[int, 
 
 
 if __name__ == "__main__":
+    restart_on_huge_pages()  # the weights on huge pages, as in the app's model worker
     main(sys.argv[1:])

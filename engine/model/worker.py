@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from engine.errors import PrefixLabError
+from engine.model.host_memory import huge_pages_env
 from engine.model.loader import Progress
 from engine.model.packing import StepInputs
 from engine.model.tokenizer import TextTokenizer
@@ -78,12 +79,14 @@ class ModelWorker:
         ours, theirs = socket.socketpair()
         job = json.dumps({"name": name, "dtype": dtype, "device": device, "budget_mib": budget_mib, "threads": threads})
         source = str(Path(__file__).resolve().parents[2])  # the folder that holds the ``engine`` package
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")])))
+        env = huge_pages_env(os.environ)  # the weights on huge pages: see engine.model.host_memory
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
         self.process = subprocess.Popen([sys.executable, "-m", "engine.model.worker", str(theirs.fileno()), job],
                                         pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         self._conn = Connection(ours.detach())
         self._lock = threading.Lock()
+        self._unread = 0
         try:
             reply = self._reply(timeout_s, progress)
         except BaseException:
@@ -99,11 +102,11 @@ class ModelWorker:
         while True:
             try:
                 if not self._conn.poll(timeout_s):
+                    self._unread += 1  # its answer comes later: the next pass must not take it for its own
                     raise PrefixLabError(f"The model process did not answer within {timeout_s:.0f} s.")
                 kind, payload = self._conn.recv()
             except (EOFError, OSError):
-                raise PrefixLabError(f"The model process stopped (exit code {self._exit_code()}); "
-                                     "restart the server.") from None
+                raise self._stopped() from None
             if kind == "progress":
                 if progress is not None:
                     progress(*payload)
@@ -115,19 +118,31 @@ class ModelWorker:
     def logits(self, inputs: StepInputs, timeout_s: float) -> torch.Tensor:
         """One forward pass in the worker: the float32 logits of ``inputs``' sampling rows."""
         with self._lock:
+            self._skip_late_answers(timeout_s)
             try:
                 self._conn.send(inputs)
             except OSError:
-                raise PrefixLabError(f"The model process stopped (exit code {self._exit_code()}); "
-                                     "restart the server.") from None
+                raise self._stopped() from None
             rows, data = self._reply(timeout_s)
         return torch.from_numpy(np.frombuffer(data, dtype=np.float32).reshape(rows, -1).copy())
 
-    def _exit_code(self) -> int | None:
+    def _skip_late_answers(self, timeout_s: float) -> None:
+        """Read and drop the answers of passes that timed out, so that no pass takes another's logits."""
+        while self._unread:
+            if not self._conn.poll(timeout_s):
+                raise PrefixLabError(f"The model process is still busy with a pass that took over {timeout_s:.0f} s.")
+            try:
+                self._conn.recv()
+            except (EOFError, OSError):
+                raise self._stopped() from None
+            self._unread -= 1
+
+    def _stopped(self) -> PrefixLabError:
         try:
-            return self.process.wait(1.0)
+            code: int | None = self.process.wait(1.0)
         except subprocess.TimeoutExpired:
-            return None
+            code = None
+        return PrefixLabError(f"The model process stopped (exit code {code}); restart the server.")
 
     def close(self) -> None:
         """Stop the worker (it also stops by itself when the server's end of the socket closes)."""

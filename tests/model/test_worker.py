@@ -15,6 +15,7 @@ from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.errors import PrefixLabError
 from engine.model import ModelBackend
 from engine.model.batching import BatchedBackend, StepBatcher
+from engine.model.host_memory import HUGE_PAGES_TUNABLE
 from engine.model.loader import load_model
 from engine.model.shared_pages import SharedPages
 from engine.model.weights import ModelWeights
@@ -73,6 +74,15 @@ def test_the_server_side_model_describes_the_worker_model_and_holds_no_pages(wor
         LLMEngine(config, backend=ModelBackend(config, weights=model)).generate([PROMPTS[0]], GREEDY)
 
 
+def test_a_pass_that_times_out_never_hands_its_late_answer_to_the_next(worker, local):
+    batcher = batcher_on(worker)
+    batcher.timeout_s = 0.0  # no pass answers at once
+    with pytest.raises(RuntimeError, match="did not answer"):
+        engine_on(batcher, 4).generate([PROMPTS[3]], GREEDY)
+    batcher.timeout_s = 60.0
+    assert engine_on(batcher, 4).generate([PROMPTS[4]], GREEDY)[0].token_ids == hf_greedy(local.hf_model, PROMPTS[4], 8)
+
+
 def test_a_model_that_cannot_load_is_reported_in_the_loaders_words(tmp_path):
     with pytest.raises(PrefixLabError, match="no config.json"):
         ModelWorker(str(tmp_path), None, "cpu", budget_mib=8)
@@ -89,3 +99,9 @@ def test_a_worker_that_dies_fails_the_step_at_once_and_one_that_is_closed_exits(
     second = ModelWorker(tiny_model_dirs["llama"], "float32", "cpu", budget_mib=8)
     second.close()  # the worker sees its socket close and exits by itself
     assert second.process.returncode == 0
+
+
+def test_the_worker_runs_with_mallocs_huge_pages(worker):
+    environ = open(f"/proc/{worker.process.pid}/environ", "rb").read().split(b"\0")
+    tunables = next(v for v in environ if v.startswith(b"GLIBC_TUNABLES=")).decode()
+    assert HUGE_PAGES_TUNABLE in tunables.split("=", 1)[1].split(":")
