@@ -36,7 +36,7 @@ import torch
 
 from bench.prefix_cache import QUESTIONS, chat, note, peak_rss_bytes, transformers_throughput
 from engine import EngineConfig, LLMEngine, SamplingParams
-from engine.model.host_memory import HUGE_PAGES_TUNABLE, huge_pages_env, restart_on_huge_pages
+from engine.huge_pages import HUGE_PAGES_TUNABLE, huge_pages_env, restart_on_huge_pages
 from engine.model.threads import fixed_num_threads, threads_for_load
 from engine.outputs import RequestMetrics
 
@@ -331,7 +331,7 @@ def report(args: argparse.Namespace, backend: ModelBackend, batches: tuple[int, 
     hits, uncached = ttft_pairs[0][2], ttft_pairs[0][3]
     print(f"Cached-prefix TTFT: {cached * 1000:.0f} ms with {hits} prompt tokens cached, vs {cold * 1000:.0f} ms for "
           f"a cold request of only its {uncached} uncached tokens: "
-          f"{cached / cold:.2f}x (ideal 1.00x, goal <= 1.25x; median of {len(ttft_pairs)} pairs).\n")
+          f"{cached / cold:.3f}x (ideal 1.00x, goal <= 1.25x; median of {len(ttft_pairs)} pairs).\n")
 
     hf_seconds, hf_tokens = hf_runs[0]
     ours = statistics.median(s["throughput_s"] for s in serving)

@@ -17,6 +17,7 @@ import sys
 
 from engine.config import DEFAULT_MODEL
 from engine.errors import PrefixLabError
+from engine.huge_pages import restart_on_huge_pages
 from teaching.traces.command import add_trace_parser, run_trace
 
 
@@ -182,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     add_trace_parser(commands)
 
     args, rest = parser.parse_known_args(argv)
+    if argv is None and (args.command == "serve" or rest[:1] == ["engine"]):
+        restart_on_huge_pages()  # from the command line: the weights on huge pages, before anything loads
     if args.command == "app":
         return run_app(rest)
     if rest and args.command != "bench":

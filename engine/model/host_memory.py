@@ -1,7 +1,7 @@
-"""How the engine uses the host's memory: freed activations are kept for reuse, unread weights handed back,
-weights on huge pages.
+"""How the engine uses the host's memory: freed activations are kept for reuse, unread weights handed back.
 
-All are process-wide, best-effort tweaks for glibc Linux; elsewhere they do nothing.
+Both are process-wide, best-effort tweaks for glibc Linux; elsewhere they do nothing. (Huge pages for
+the weights: :mod:`engine.huge_pages`, set when a process starts.)
 """
 
 from __future__ import annotations
@@ -9,10 +9,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import os
 import sys
-from collections.abc import Mapping
-from pathlib import Path
 
 import torch
 
@@ -27,9 +24,6 @@ KEEP_FREED = 512 * 2**20
 #: anonymous ones go to swap or stay): data is never lost, whatever memory the tensor lives in.
 MADV_PAGEOUT = 21
 PAGE = 4096
-#: glibc's tunable (2.35 and later) for a malloc that asks Linux for transparent huge pages.
-HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb=1"
-THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
 @functools.cache
@@ -74,30 +68,3 @@ def hand_back_pages(tensor: torch.Tensor) -> None:
     end = (tensor.data_ptr() + tensor.numel() * tensor.element_size()) // PAGE * PAGE
     if end > start:
         libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_PAGEOUT)
-
-
-def huge_pages_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` for a process whose malloc puts its memory on transparent huge pages (2 MiB each).
-
-    A decode step reads every weight once, ~0.5 GB for the default model: on 4 KiB pages that is
-    ~130,000 address translations per step, most of them missing the CPU's TLB. Where Linux gives huge
-    pages only to memory that asks for them (``madvise``, as here), glibc asks when this tunable is set;
-    it reads its tunables once, when a process starts. Measured on 2 cores, 8 requests at once: a
-    decode step 45.8 ms instead of 48.3-50.5 ms, the whole run 2.26-2.35 s instead of 2.39-2.53 s.
-    """
-    tunables = env.get("GLIBC_TUNABLES", "")
-    if HUGE_PAGES_TUNABLE in tunables.split(":"):
-        return dict(env)
-    return {**env, "GLIBC_TUNABLES": ":".join(filter(None, [tunables, HUGE_PAGES_TUNABLE]))}
-
-
-def restart_on_huge_pages() -> None:
-    """Run this process again, from the start, with :func:`huge_pages_env` (once; a no-op where Linux has
-    no transparent huge pages or the tunable is set). Call it first thing, before any work is done."""
-    try:
-        available = "[never]" not in THP_SETTING.read_text()
-    except OSError:
-        available = False
-    if available and not sys.flags.interactive and huge_pages_env(os.environ) != dict(os.environ):
-        sys.stdout.flush()
-        os.execve(sys.executable, sys.orig_argv, huge_pages_env(os.environ))

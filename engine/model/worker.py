@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from engine.errors import PrefixLabError
-from engine.model.host_memory import huge_pages_env
+from engine.huge_pages import huge_pages_env
 from engine.model.loader import Progress
 from engine.model.packing import StepInputs
 from engine.model.tokenizer import TextTokenizer
@@ -79,7 +79,7 @@ class ModelWorker:
         ours, theirs = socket.socketpair()
         job = json.dumps({"name": name, "dtype": dtype, "device": device, "budget_mib": budget_mib, "threads": threads})
         source = str(Path(__file__).resolve().parents[2])  # the folder that holds the ``engine`` package
-        env = huge_pages_env(os.environ)  # the weights on huge pages: see engine.model.host_memory
+        env = huge_pages_env(os.environ)  # the weights on huge pages: see engine.huge_pages
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
         self.process = subprocess.Popen([sys.executable, "-m", "engine.model.worker", str(theirs.fileno()), job],
                                         pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL)

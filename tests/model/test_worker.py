@@ -13,9 +13,9 @@ import torch
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.errors import PrefixLabError
+from engine.huge_pages import HUGE_PAGES_TUNABLE
 from engine.model import ModelBackend
 from engine.model.batching import BatchedBackend, StepBatcher
-from engine.model.host_memory import HUGE_PAGES_TUNABLE
 from engine.model.loader import load_model
 from engine.model.shared_pages import SharedPages
 from engine.model.weights import ModelWeights
