@@ -84,7 +84,7 @@ class StepBatcher:
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
         self.gather_s = gather_s
-        self.threads = ThreadPolicy() if weights.device.type == "cpu" else None
+        self.threads = ThreadPolicy() if worker is None and weights.device.type == "cpu" else None  # the worker has its own
         lock = threading.Lock()
         self._cond = threading.Condition(lock)  # a pass finished
         self._arrived = threading.Condition(lock)  # a step was submitted

@@ -56,8 +56,6 @@ class WorkerModel:
     vocab_size: int
     max_model_len: int
     kv_layout: KVLayout
-    hf_model: None = None
-    model: None = None
 
     @property
     def kv_bytes_per_token(self) -> int:
