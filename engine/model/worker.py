@@ -7,7 +7,7 @@ thread running pure Python, 2.1 s next to four. vLLM meets the same problem by r
 core in a separate process from the API server; here the same cut is made one level lower: the
 sessions' engines (schedulers, pools, samplers) and the :class:`~engine.model.batching.StepBatcher`
 that merges their steps stay in the server, and only the merged pass crosses to a worker process,
-which holds the weights and the KV pages. A pass goes over a pipe as plain lists
+which holds the weights and the KV pages. A pass goes over a socket as plain lists
 (:class:`~engine.model.packing.StepInputs`) and comes back as the logits of its sampling rows.
 
 The server keeps a :class:`WorkerModel`: what an engine needs to know about the model (tokenizer,
@@ -153,7 +153,7 @@ class ModelWorker:
 
 
 def serve(conn: Connection, name: str, dtype: str | None, device: str, budget_mib: int, threads: int | None) -> None:
-    """The worker process: load the model, then run each pass it receives until the pipe closes."""
+    """The worker process: load the model, then run each pass it receives until the socket closes."""
     from engine.model.batching import merged_pass
     from engine.model.loader import load_model
     from engine.model.runner import pick_device, pick_dtype
@@ -169,10 +169,9 @@ def serve(conn: Connection, name: str, dtype: str | None, device: str, budget_mi
     except Exception as exc:  # the server shows it: no traceback, the loader's own words
         conn.send(("error", str(exc) if isinstance(exc, PrefixLabError) else f"{type(exc).__name__}: {exc}"))
         return
-    tokenizer = weights.tokenizer
     conn.send(("ready", {
         "device": str(weights.device), "dtype": str(weights.dtype).removeprefix("torch."),
-        "tokenizer": tokenizer, "eos_token_ids": sorted(weights.eos_token_ids), "vocab_size": weights.vocab_size,
+        "tokenizer": weights.tokenizer, "eos_token_ids": sorted(weights.eos_token_ids), "vocab_size": weights.vocab_size,
         "max_model_len": weights.max_model_len, "kv_layout": tuple(weights.kv_layout),
     }))
     policy = ThreadPolicy(threads) if weights.device.type == "cpu" else None
