@@ -1,6 +1,6 @@
 """Compare: one workload under caching off / vLLM / classic, and TTFT on the real model.
 
-Thin page: widgets -> teaching.compare (simulator runs, or a timed real-model loop) ->
+Thin page: widgets -> teaching.pages.compare (simulator runs, or a timed real-model loop) ->
 viz.compare figures -> render. The simulator part is instant; the real-model part runs
 only when its button is pressed, and keeps its numbers in the session.
 """
@@ -11,10 +11,10 @@ import pandas as pd
 import streamlit as st
 
 from engine.errors import PrefixLabError
-from teaching.compare import PolicyResult, TraceSpec, compare_scenario, compare_trace
-from teaching.playground import TUTOR, build_prompt
-from teaching.scenario_library import BUILTIN_SCENARIOS, builtin_titles
-from teaching.ttft import DEFAULT_REPEATS, measure_ttft, speedup
+from teaching.pages.compare import PolicyResult, TraceSpec, compare_scenario, compare_trace
+from teaching.pages.playground import TUTOR, build_prompt
+from teaching.pages.ttft import DEFAULT_REPEATS, measure_ttft, speedup
+from teaching.scenarios.library import BUILTIN_SCENARIOS, builtin_titles
 from ui.settings import current_settings
 from viz.compare import policy_bars_html, ttft_figure
 

@@ -1,6 +1,6 @@
 """Hash chain: a prompt as a chain of block hashes; edit one token and watch every later hash change.
 
-Thin page: widgets -> engine (a real simulator run, via ``teaching.prefix_probe``) -> the chain as HTML.
+Thin page: widgets -> engine (a real simulator run, via ``teaching.pages.prefix_probe``) -> the chain as HTML.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import streamlit as st
 
 from engine.errors import PrefixLabError
 from engine.hashing import HASH_FUNCTIONS, BlockHasher
-from teaching.describe import describe_extra_keys
-from teaching.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache, replace_token
+from teaching.pages.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache, replace_token
+from teaching.scenarios.describe import describe_extra_keys
 from ui.text import plain_md
 from viz.hash_chain import changed_blocks, hash_chain_css, hash_chain_html, lookup_text, short
 

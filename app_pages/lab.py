@@ -11,8 +11,8 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.vllm_versions import FREE_POLICY_NOTES, FREE_POLICY_VERSIONS
-from teaching.scenario import ScenarioError
-from teaching.scenario_library import builtin_titles
+from teaching.scenarios.library import builtin_titles
+from teaching.scenarios.scenario import ScenarioError
 from ui.lab_player import lab_player
 from ui.persist import copy_back, mirror
 from ui.settings import current_settings

@@ -1,7 +1,7 @@
 """Lessons: a guided course through prefix caching, each lesson a live scenario played step by step.
 
-Thin page (widgets only). :mod:`teaching.lessons` reads and checks ``lessons/*.md``;
-:mod:`teaching.lesson_flow` decides what each moment shows and says; the scenario is played
+Thin page (widgets only). :mod:`teaching.lessons.loader` reads and checks ``lessons/*.md``;
+:mod:`teaching.lessons.flow` decides what each moment shows and says; the scenario is played
 by the engine and drawn with the lab's figure builders (``viz``); every answer comes from the
 engine, never from the lesson file. Set ``PREFIXLAB_LESSONS_DIR`` to read lessons elsewhere.
 """
@@ -16,10 +16,10 @@ import streamlit as st
 
 from engine.timeline import block_contents, hit_blocks
 from engine.vllm_versions import FREE_POLICY_NOTES, FREE_POLICY_VERSIONS
-from teaching import lesson_flow as flow
-from teaching.lesson_measure import measure_ttft, real_model_available
-from teaching.lessons import Lesson, LessonError, answer_question, load_lessons
-from teaching.scenario import ScenarioRun, run_scenario
+from teaching.lessons import flow
+from teaching.lessons.loader import Lesson, LessonError, answer_question, load_lessons
+from teaching.lessons.measure import measure_ttft, real_model_available
+from teaching.scenarios.scenario import ScenarioRun, run_scenario
 from ui.persist import copy_back, mirror
 from ui.state import CUSTOM, init_lab_state
 from viz import legend_html

@@ -16,8 +16,17 @@ from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
 from engine.timeline import block_contents, hit_blocks
 from teaching import limits
-from teaching.describe import describe_event
-from teaching.playground import CHAT, PRESETS, TEXT, RequestView, build_prompt, metrics_text, request_view, token_piece
+from teaching.pages.playground import (
+    CHAT,
+    PRESETS,
+    TEXT,
+    RequestView,
+    build_prompt,
+    metrics_text,
+    request_view,
+    token_piece,
+)
+from teaching.scenarios.describe import describe_event
 from ui.class_server import class_server_panel
 from ui.model import SESSION_KV_MIB, check_rate, note_request, session_engine, shared_model
 from ui.persist import copy_back, mirror

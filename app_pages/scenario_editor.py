@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from teaching.scenario import Scenario, ScenarioError, parse_scenario
-from teaching.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE, builtin_titles
+from teaching.scenarios.library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE, builtin_titles
+from teaching.scenarios.scenario import Scenario, ScenarioError, parse_scenario
 from ui.persist import copy_back, mirror
 from ui.settings import current_settings
 from ui.state import CUSTOM, get_runs, init_lab_state

@@ -11,9 +11,9 @@ import streamlit as st
 
 from engine.errors import PrefixLabError
 from engine.hashing import HASH_FUNCTIONS
-from teaching.describe import describe_extra_keys
-from teaching.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache
-from teaching.why_miss import explain
+from teaching.pages.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache
+from teaching.pages.why_miss import explain
+from teaching.scenarios.describe import describe_extra_keys
 from ui.text import plain_md
 from viz.hash_chain import short
 from viz.theme import OUTLINES

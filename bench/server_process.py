@@ -75,7 +75,7 @@ class ServerProcess:
 def start_server(*args: str, log_dir: Path, kv_events: bool = True, timeout_s: float = 240.0) -> ServerProcess:
     """``prefixlab serve`` with ``args``; returns once ``/health`` answers (or raises with the log)."""
     (port,) = free_ports(1, "PREFIXLAB_TEST_HTTP_PORTS", "8100-8199")
-    command = [sys.executable, "-m", "teaching.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
+    command = [sys.executable, "-m", "prefixlab.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
     pub = replay = None
     if kv_events:
         pub_port, replay_port = free_ports(2, "PREFIXLAB_TEST_ZMQ_PORTS", "5600-5699")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from teaching.live.client import ClassServerError, RequestResult, send_prompt
-from teaching.playground import CHAT, build_prompt
+from teaching.pages.playground import CHAT, build_prompt
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 SHOWN_RESULTS = 5

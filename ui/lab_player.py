@@ -1,6 +1,6 @@
 """The lab's browser player: a small Streamlit component (plain HTML/CSS/JS in ``ui/lab_player/``).
 
-It receives a scenario's whole timeline once (:meth:`teaching.lab.LabRuns.playback`) and plays
+It receives a scenario's whole timeline once (:meth:`teaching.pages.lab.LabRuns.playback`) and plays
 it client-side: step, scrub, autoplay, the transitions between states and "predict the victim"
 (its questions and answers are in the timeline data) cost the server nothing. It returns
 ``{"step", "block", "nonce"}`` only when playback rests, so the URL can follow. Colours,
@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit.components.v1 as components
 
-from teaching.lab import LabRuns, alignment
+from teaching.pages.lab import LabRuns, alignment
 from viz.theme import (
     FILL_STATES,
     NO_HASH,

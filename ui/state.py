@@ -10,10 +10,10 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.kv_cache import FREE_POLICIES
-from teaching.lab import LabRuns, build_runs
 from teaching.limits import parse_whole_number
-from teaching.scenario_library import BUILTIN_SCENARIOS, DEFAULT_SCENARIO
-from teaching.share import ScenarioStore, text_from_params, url_params
+from teaching.pages.lab import LabRuns, build_runs
+from teaching.scenarios.library import BUILTIN_SCENARIOS, DEFAULT_SCENARIO
+from teaching.scenarios.share import ScenarioStore, text_from_params, url_params
 from ui.settings import HASH_ALGOS, LabSettings
 
 CUSTOM = "custom"

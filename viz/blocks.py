@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 import plotly.graph_objects as go
 
 from engine.timeline import CacheSnapshot
-from teaching.describe import TokenText, tokens_label
+from teaching.scenarios.describe import TokenText, tokens_label
 from viz.theme import (
     OUTLINES,
     PLAIN_OUTLINE,

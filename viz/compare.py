@@ -14,9 +14,9 @@ from html import escape
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from teaching.compare import PolicyResult
-from teaching.ttft import TtftSample
-from teaching.ttft import speedup as ttft_speedup
+from teaching.pages.compare import PolicyResult
+from teaching.pages.ttft import TtftSample
+from teaching.pages.ttft import speedup as ttft_speedup
 from viz.theme import SERIES_COLORS, base_layout
 
 #: One colour per setting, from the theme's series colours (never a block state's colour).
@@ -116,6 +116,6 @@ def ttft_figure(samples: Sequence[TtftSample], title: str | None = "Time to firs
 
 
 def speedup(samples: Sequence[TtftSample]) -> float | None:
-    """The median round's TTFT ratio, caching off / on (see :func:`teaching.ttft.speedup`)."""
+    """The median round's TTFT ratio, caching off / on (see :func:`teaching.pages.ttft.speedup`)."""
     result = ttft_speedup(samples)
     return None if result is None else result.median

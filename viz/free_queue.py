@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 import plotly.graph_objects as go
 
 from engine.timeline import CacheSnapshot
-from teaching.describe import TokenText, tokens_label
+from teaching.scenarios.describe import TokenText, tokens_label
 from viz.blocks import as_id_set, tile_labels, tile_line
 from viz.theme import STATE_COLORS, STATE_GLYPHS, base_layout, plain_text, short_hash, text_color
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
-from teaching.describe import describe_extra_keys
+from teaching.scenarios.describe import describe_extra_keys
 from viz.theme import (
     FONT_FAMILY,
     OUTLINES,
@@ -35,7 +35,7 @@ from viz.theme import (
 )
 
 if TYPE_CHECKING:
-    from teaching.prefix_probe import BlockTrace
+    from teaching.pages.prefix_probe import BlockTrace
 
 MAX_TOKEN_LINE = 30  # characters of a block's tokens shown in its tile (all of them on hover)
 FRAME_S = 0.9  # seconds per hashed block when Play runs

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 
 from engine.timeline import CacheSnapshot
-from teaching.describe import TokenText, tokens_label
+from teaching.scenarios.describe import TokenText, tokens_label
 from viz.blocks import as_id_set
 from viz.theme import OUTLINES, base_layout, plain_text, short_hash
 

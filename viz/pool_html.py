@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 
 from engine.timeline import CacheSnapshot
-from teaching.describe import TokenText, tokens_label
+from teaching.scenarios.describe import TokenText, tokens_label
 from viz.block_tables import table_block_state
 from viz.blocks import COMPACT_ABOVE, block_details, block_state, grid_shape
 from viz.free_queue import queue_marks, queue_node_details

@@ -129,7 +129,7 @@ def send_text(base_url: str, prompt: str, *, max_tokens: int = 32, temperature: 
 
 
 def send_prompt(base_url: str, prompt: Prompt, *, max_tokens: int = 32, temperature: float = 0.0) -> RequestResult:
-    """What the Playground builds (:func:`teaching.playground.build_prompt`): raw text or chat messages."""
+    """What the Playground builds (:func:`teaching.pages.playground.build_prompt`): raw text or chat messages."""
     if not prompt:
         raise ClassServerError("the prompt is empty")
     if isinstance(prompt, str):

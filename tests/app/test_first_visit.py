@@ -5,7 +5,7 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 from engine.events import BlockRemoved
-from teaching.scenario_library import BUILTIN_SCENARIOS, builtin_titles
+from teaching.scenarios.library import BUILTIN_SCENARIOS, builtin_titles
 from tests.app.conftest import APP, TIMEOUT, player
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 from engine.vllm_versions import FREE_POLICY_VERSIONS
-from teaching.scenario_library import DEFAULT_SCENARIO
+from teaching.scenarios.library import DEFAULT_SCENARIO
 from tests.app.conftest import markdown_text, new_app, player
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from teaching import lesson_flow as flow
-from teaching.lessons import answer_question, load_lessons
+from teaching.lessons import flow
+from teaching.lessons.loader import answer_question, load_lessons
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "app_pages" / "lessons.py")

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from teaching.share import compress_text
+from teaching.scenarios.share import compress_text
 from tests.app.conftest import new_app
 from tests.unit.test_limits import BAD_LESSONS, HEAVY
 

@@ -62,7 +62,7 @@ def class_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClassServ
     replay_port = free_port(range(events_port + 1, ZMQ_PORTS.stop))
     config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://*:{events_port}",
               "replay_endpoint": f"tcp://*:{replay_port}", "topic": "kv"}
-    command = [sys.executable, "-m", "teaching.cli", "serve", "--host", "127.0.0.1", "--port", str(http_port),
+    command = [sys.executable, "-m", "prefixlab.cli", "serve", "--host", "127.0.0.1", "--port", str(http_port),
                "--num-blocks", str(NUM_BLOCKS), "--block-size", str(BLOCK_SIZE), "--kv-events-config", json.dumps(config)]
     server = ClassServer(f"http://127.0.0.1:{http_port}", f"tcp://127.0.0.1:{events_port}",
                          f"tcp://127.0.0.1:{replay_port}", command, tmp_path_factory.mktemp("serve") / "serve.log")

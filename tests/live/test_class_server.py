@@ -8,7 +8,7 @@ from teaching.live.client import ClassServerError, send_chat, send_prompt
 from teaching.live.metrics import fetch_metrics
 from teaching.live.session import LiveSession
 from teaching.live.subscriber import Endpoint
-from teaching.playground import CHAT, TEXT, build_prompt
+from teaching.pages.playground import CHAT, TEXT, build_prompt
 from tests.live.conftest import chat_prompt_ids
 from tests.live.serve_process import BLOCK_SIZE, class_server  # noqa: F401  (a fixture)
 

@@ -17,7 +17,7 @@ from engine.errors import ConfigError
 from engine.model import ModelBackend
 from engine.model.loader import load_model
 from engine.model.weights import ModelWeights
-from teaching.lesson_measure import MeasureSpec, engine_factory
+from teaching.lessons.measure import MeasureSpec, engine_factory
 
 PREFIX = [5, 9, 17, 3, 3, 40, 41, 42, 7, 8, 9, 10]  # 3 full blocks of 4
 GREEDY = SamplingParams(max_tokens=4)

@@ -51,7 +51,7 @@ def test_a_cache_hit_skips_prefill_work_and_keeps_the_answer(engine):
 
 
 def test_lesson_measurement_shares_the_weights_and_agrees_cache_on_and_off(engine):
-    from teaching.lesson_measure import MeasureSpec, measure_ttft
+    from teaching.lessons.measure import MeasureSpec, measure_ttft
 
     spec = MeasureSpec(SYSTEM, ("What is a block?", "What is a hash?", "What is eviction?"), repeats=1)
     rows = measure_ttft(spec, engine.backend.weights)  # no second copy of the model

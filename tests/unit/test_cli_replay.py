@@ -1,6 +1,6 @@
 """``prefixlab replay``: a scenario played on the simulator, every event in words."""
 
-from teaching.cli import main
+from prefixlab.cli import main
 
 
 def test_replay_builtin_design_doc_in_both_policies(capsys):

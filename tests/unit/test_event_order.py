@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from engine.events import BlockRemoved
-from teaching.describe import describe_event
-from teaching.scenario import parse_scenario, run_scenario
-from teaching.scenario_library import BUILTIN_SCENARIOS
+from teaching.scenarios.describe import describe_event
+from teaching.scenarios.library import BUILTIN_SCENARIOS
+from teaching.scenarios.scenario import parse_scenario, run_scenario
 
 
 @pytest.mark.parametrize("policy", ["vllm", "classic"])

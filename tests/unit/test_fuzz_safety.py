@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from teaching import limits
-from teaching.lab import build_runs
-from teaching.scenario import ScenarioError
-from teaching.share import decompress_text, text_from_params
+from teaching.pages.lab import build_runs
+from teaching.scenarios.scenario import ScenarioError
+from teaching.scenarios.share import decompress_text, text_from_params
 
 #: Numbers a hostile or careless link carries: small, huge, signed, unicode digits, junk.
 NUMBERS = st.one_of(
@@ -43,7 +43,7 @@ def test_random_scenarios_never_crash_or_overrun(lines):
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.sampled_from(["sid", "z", "text", "step", "line", "blocks"]), st.text(max_size=200)))
 def test_random_url_values_never_crash(params):
-    from teaching.share import ScenarioStore
+    from teaching.scenarios.share import ScenarioStore
 
     text = text_from_params(params, ScenarioStore())
     assert text is None or len(text) <= limits.MAX_SCENARIO_CHARS

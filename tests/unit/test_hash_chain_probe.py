@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from engine.errors import ConfigError, InvalidRequestError
 from engine.hashing import BlockHasher
-from teaching.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache, replace_token
+from teaching.pages.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache, replace_token
 
 R1 = "the cat sat on the mat and then the cat ran off fast"
 R2 = "the cat sat on the mat and then the dog ran off fast"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.events import BlocksAllocated
-from teaching.lab import (
+from teaching.pages.lab import (
     GUESS,
     align_index,
     build_runs,
@@ -13,7 +13,7 @@ from teaching.lab import (
     predict_questions,
     verdict,
 )
-from teaching.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE
+from teaching.scenarios.library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE
 
 
 def test_build_runs_plays_both_policies() -> None:
@@ -93,8 +93,8 @@ def test_engine_step_and_log_window() -> None:
 
 # -- the browser player's data ---------------------------------------------------------------------------
 def test_playback_has_every_state_and_the_jumps() -> None:
-    from teaching.lab import build_runs, playback
-    from teaching.scenario_library import BUILTIN_SCENARIOS
+    from teaching.pages.lab import build_runs, playback
+    from teaching.scenarios.library import BUILTIN_SCENARIOS
 
     runs = build_runs(BUILTIN_SCENARIOS["design-doc"])
     run = runs.runs["classic"]
@@ -114,8 +114,8 @@ def test_playback_has_every_state_and_the_jumps() -> None:
 
 
 def test_alignment_matches_align_index() -> None:
-    from teaching.lab import align_index, alignment, build_runs
-    from teaching.scenario_library import BUILTIN_SCENARIOS
+    from teaching.pages.lab import align_index, alignment, build_runs
+    from teaching.scenarios.library import BUILTIN_SCENARIOS
 
     runs = build_runs(BUILTIN_SCENARIOS["eviction-pressure"])
     vllm, classic = runs.runs["vllm"], runs.runs["classic"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from teaching import lesson_flow as flow
-from teaching.answers import order_hint, parse_expression, wrong_answer_feedback
-from teaching.lessons import answer_question, load_lessons
+from teaching.lessons import flow
+from teaching.lessons.answers import order_hint, parse_expression, wrong_answer_feedback
+from teaching.lessons.loader import answer_question, load_lessons
 
 LESSONS = {lesson.slug: lesson for lesson in load_lessons(Path(__file__).resolve().parents[2] / "lessons")[0]}
 

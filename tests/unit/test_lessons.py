@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from teaching.answers import (
+from teaching.lessons.answers import (
     VOCABULARY,
     AnswerError,
     engine_state_after,
@@ -18,9 +18,9 @@ from teaching.answers import (
     option_matches,
     parse_expression,
 )
-from teaching.lessons import LessonError, answer_question, load_lesson, load_lessons, parse_lesson
-from teaching.scenario import parse_scenario
-from teaching.scenario_library import DESIGN_DOC_EXAMPLE
+from teaching.lessons.loader import LessonError, answer_question, load_lesson, load_lessons, parse_lesson
+from teaching.scenarios.library import DESIGN_DOC_EXAMPLE
+from teaching.scenarios.scenario import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = ROOT / "lessons"
@@ -215,13 +215,13 @@ def test_readme_documents_every_word_and_key() -> None:
 
 
 def test_loader_does_not_import_streamlit() -> None:
-    code = "import sys, teaching.lessons; teaching.lessons.load_lessons('lessons'); assert 'streamlit' not in sys.modules"
+    code = "import sys, teaching.lessons.loader; teaching.lessons.loader.load_lessons('lessons'); assert 'streamlit' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
 def test_measure_spec_parses_and_times_on_the_simulator(tmp_path: Path) -> None:
     from engine.simulator import SimulatorBackend
-    from teaching.lesson_measure import measure_ttft
+    from teaching.lessons.measure import measure_ttft
 
     lesson = load_lesson(LESSONS / "03-shared-system-prompt.md")
     assert lesson.measure is not None and len(lesson.measure.questions) >= 2

@@ -9,11 +9,11 @@ import pytest
 
 from engine.errors import InvalidRequestError
 from engine.request import SamplingParams
+from prefixlab.cli import main as cli_main
 from teaching import limits
-from teaching.cli import main as cli_main
-from teaching.lessons import load_lessons
-from teaching.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache
-from teaching.scenario import ScenarioError, parse_scenario, run_scenario
+from teaching.lessons.loader import load_lessons
+from teaching.pages.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache
+from teaching.scenarios.scenario import ScenarioError, parse_scenario, run_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 

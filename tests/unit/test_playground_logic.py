@@ -6,7 +6,7 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.errors import InvalidRequestError
-from teaching.playground import CHAT, PRESETS, TEXT, build_prompt, request_block_ids, request_view, token_piece
+from teaching.pages.playground import CHAT, PRESETS, TEXT, build_prompt, request_block_ids, request_view, token_piece
 from viz.tokens import token_blocks_figure
 
 
@@ -105,7 +105,7 @@ def test_engine_measures_ttft_from_scheduling_and_prefill_apart() -> None:
 
 
 def test_metrics_line_shows_the_engines_ttft_not_the_time_since_send() -> None:
-    from teaching.playground import metrics_text
+    from teaching.pages.playground import metrics_text
 
     line = metrics_text({"ttft_s": 1.909, "queue_s": 1.85, "scheduled_ttft_s": 0.059, "prefill_s": 0.052,
                          "prompt_tokens": 153, "cached_tokens": 128, "computed_prefill_tokens": 25, "output_tokens": 3,

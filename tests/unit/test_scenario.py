@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from engine.errors import PrefixLabError
 from engine.events import BlockRemoved, BlocksAllocated, BlocksFreed, CacheLookup
-from teaching.scenario import (
+from teaching.scenarios.library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE, builtin_scenario, builtin_titles
+from teaching.scenarios.scenario import (
     AddRequest,
     Finish,
     Reset,
@@ -18,7 +19,6 @@ from teaching.scenario import (
     parse_scenario,
     run_scenario,
 )
-from teaching.scenario_library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE, builtin_scenario, builtin_titles
 
 GOOD = """\
 # vLLM design-doc example

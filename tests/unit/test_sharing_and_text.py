@@ -13,7 +13,7 @@ from markdown_it import MarkdownIt
 from engine.errors import PrefixLabError
 from engine.timeline import CacheSnapshot
 from teaching import limits
-from teaching.share import ScenarioStore, compress_text, decompress_text, text_from_params, url_params
+from teaching.scenarios.share import ScenarioStore, compress_text, decompress_text, text_from_params, url_params
 from ui.model import check_rate, note_request
 from ui.text import plain_md
 from viz import hash_table_figure

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from engine.events import RequestPreempted
-from teaching.answers import engine_state_after
-from teaching.lessons import answer_question, load_lessons
-from teaching.scenario import AddRequest, Scenario, parse_scenario, run_scenario
-from teaching.scenario_library import BUILTIN_SCENARIOS
+from teaching.lessons.answers import engine_state_after
+from teaching.lessons.loader import answer_question, load_lessons
+from teaching.scenarios.library import BUILTIN_SCENARIOS
+from teaching.scenarios.scenario import AddRequest, Scenario, parse_scenario, run_scenario
 
 LESSONS = Path(__file__).resolve().parents[2] / "lessons"
 TOKEN_CLAIM = re.compile(r"(\d+)-token system prompt")

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from engine.hashing import BlockHash
-from teaching.cli import main
+from prefixlab.cli import main
 from teaching.traces.curve import capacity_blocks
 from teaching.traces.loader import MAX_TRACE_BYTES, TraceError, load_trace, parse_trace
 from teaching.traces.policies import POLICIES, LeafEvictingBlockPool
@@ -227,7 +227,7 @@ def test_cli_prints_the_json(capsys) -> None:
 
 
 def test_cli_command_with_replicas_and_errors(tmp_path) -> None:
-    command = [sys.executable, "-m", "teaching.cli", "trace", "replay", str(SAMPLE_TRACE), "--capacity-blocks", "300",
+    command = [sys.executable, "-m", "prefixlab.cli", "trace", "replay", str(SAMPLE_TRACE), "--capacity-blocks", "300",
                "--replicas", "3", "--router", "blend", "--json"]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
     out = json.loads(done.stdout)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine
 from engine.simulator import SimulatorBackend
-from teaching.ttft import TtftSample, measure_ttft, speedup
+from teaching.pages.ttft import TtftSample, measure_ttft, speedup
 
 
 def test_measure_takes_the_median_of_several_rounds_on_fresh_engines() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from teaching.prefix_probe import RequestSpec, probe_prefix_cache
-from teaching.why_miss import explain
+from teaching.pages.prefix_probe import RequestSpec, probe_prefix_cache
+from teaching.pages.why_miss import explain
 
 BASE = "the cat sat on the mat and then the cat ran off fast"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from teaching.compare import PolicyResult, TraceSpec, compare_scenario, compare_trace, generate_trace
-from teaching.scenario_library import BUILTIN_SCENARIOS
-from teaching.ttft import TtftSample
+from teaching.pages.compare import PolicyResult, TraceSpec, compare_scenario, compare_trace, generate_trace
+from teaching.pages.ttft import TtftSample
+from teaching.scenarios.library import BUILTIN_SCENARIOS
 from viz.compare import SETTING_COLORS, TTFT_COLORS, policy_bars_html, policy_figure, speedup, ttft_figure
 from viz.theme import STATE_COLORS
 

@@ -7,9 +7,9 @@ import pytest
 
 from engine.events import BlockRemoved, BlocksAllocated, BlocksFreed, CacheLookup
 from engine.timeline import block_contents, hit_blocks
-from teaching.describe import describe_event
-from teaching.scenario import ScenarioRun, run_scenario
-from teaching.scenario_library import DESIGN_DOC_EXAMPLE
+from teaching.scenarios.describe import describe_event
+from teaching.scenarios.library import DESIGN_DOC_EXAMPLE
+from teaching.scenarios.scenario import ScenarioRun, run_scenario
 from viz import (
     block_grid,
     block_tables_figure,

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from teaching.prefix_probe import ProbeResult, RequestSpec, probe_prefix_cache
+from teaching.pages.prefix_probe import ProbeResult, RequestSpec, probe_prefix_cache
 from viz.hash_chain import changed_blocks, hash_chain_css, hash_chain_html, lookup_text
 from viz.theme import OUTLINES, STATE_GLYPHS
 

@@ -8,8 +8,8 @@ import pytest
 
 from engine.events import BlocksAllocated, BlocksFreed
 from engine.timeline import block_contents, hit_blocks
-from teaching.scenario import ScenarioRun, run_scenario
-from teaching.scenario_library import DESIGN_DOC_EXAMPLE
+from teaching.scenarios.library import DESIGN_DOC_EXAMPLE
+from teaching.scenarios.scenario import ScenarioRun, run_scenario
 from viz.pool_html import POOL_CSS, block_grid_html, block_tables_html, free_queue_html
 from viz.theme import OUTLINES, STATE_GLYPHS
 

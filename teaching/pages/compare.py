@@ -2,7 +2,7 @@
 
 A workload is played on the simulator (instant) once per setting: caching off, the vLLM free
 rule, the classic free rule. Each run reports what the prefix cache saved. The real-model
-timing (TTFT with caching on vs off) is :func:`teaching.ttft.measure_ttft`.
+timing (TTFT with caching on vs off) is :func:`teaching.pages.ttft.measure_ttft`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from engine.config import EngineConfig
 from engine.events import BlockRemoved
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
-from teaching.scenario import run_scenario
+from teaching.scenarios.scenario import run_scenario
 
 #: (key, label, enable_prefix_caching, free_policy), in the order the charts show them.
 SETTINGS: tuple[tuple[str, str, bool, str], ...] = (
@@ -112,7 +112,7 @@ def compare_trace(spec: TraceSpec) -> list[PolicyResult]:
 def compare_scenario(text: str, num_blocks: int | None = None, block_size: int | None = None) -> list[PolicyResult]:
     """Play a scenario (lab syntax) under every setting; sizes default to the scenario's own.
 
-    Raises :class:`~teaching.scenario.ScenarioError` for a scenario that does not parse or play.
+    Raises :class:`~teaching.scenarios.scenario.ScenarioError` for a scenario that does not parse or play.
     """
     runs = [(key, label, run_scenario(text, policy, enable_prefix_caching=caching, num_blocks=num_blocks,
                                       block_size=block_size)) for key, label, caching, policy in SETTINGS]

@@ -6,7 +6,7 @@ editor and change it. The first comment line is the title, the following ones th
 
 from __future__ import annotations
 
-from teaching.scenario import Scenario, parse_scenario
+from teaching.scenarios.scenario import Scenario, parse_scenario
 
 DESIGN_DOC_EXAMPLE = """\
 # Two free-queue rules, one trace: vLLM's own worked example

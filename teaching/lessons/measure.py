@@ -2,7 +2,7 @@
 
 A lesson may list a system prompt and a few user questions (front-matter key ``measure``).
 This module sends them one at a time to engines with and without prefix caching (the loop of
-:mod:`teaching.ttft`, shared with the Compare page) and reports for each request how many prompt
+:mod:`teaching.pages.ttft`, shared with the Compare page) and reports for each request how many prompt
 tokens came from the cache and its median TTFT over several rounds, with the spread. It runs
 on the real model's shared weights (:class:`engine.model.weights.ModelWeights`) when it is
 available, or on the simulator in tests. Every engine gets its own back end and so its own KV
@@ -19,8 +19,8 @@ from typing import Any
 from engine.config import EngineConfig
 from engine.llm_engine import LLMEngine, Prompt
 from engine.simulator import SimulatorBackend
-from teaching.ttft import DEFAULT_REPEATS
-from teaching.ttft import measure_ttft as measure_ttft_samples
+from teaching.pages.ttft import DEFAULT_REPEATS
+from teaching.pages.ttft import measure_ttft as measure_ttft_samples
 
 #: KV memory of each measuring engine on the real model: a lesson's chats are a few hundred tokens.
 MEASURE_KV_MIB = 32

@@ -34,7 +34,7 @@ import yaml
 
 from engine.errors import PrefixLabError
 from teaching import limits
-from teaching.answers import (
+from teaching.lessons.answers import (
     AnswerError,
     EngineState,
     Expression,
@@ -45,8 +45,8 @@ from teaching.answers import (
     option_matches,
     parse_expression,
 )
-from teaching.lesson_measure import MeasureSpec
-from teaching.scenario import AddRequest, Scenario, ScenarioError, parse_scenario, run_scenario
+from teaching.lessons.measure import MeasureSpec
+from teaching.scenarios.scenario import AddRequest, Scenario, ScenarioError, parse_scenario, run_scenario
 
 LESSON_KEYS = ("title", "summary", "scenario", "policies", "questions", "measure")
 MEASURE_KEYS = ("system", "questions", "block_size")

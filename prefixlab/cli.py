@@ -81,9 +81,9 @@ def read_scenario_file(path: str) -> str:
 
 
 def replay(args: argparse.Namespace) -> int:
-    from teaching.describe import describe_event  # the CLI is a front end, like the app: same wording
-    from teaching.scenario import ScenarioError, run_scenario
-    from teaching.scenario_library import BUILTIN_SCENARIOS
+    from teaching.scenarios.describe import describe_event  # the CLI is a front end, like the app: same wording
+    from teaching.scenarios.library import BUILTIN_SCENARIOS
+    from teaching.scenarios.scenario import ScenarioError, run_scenario
 
     if args.scenario in BUILTIN_SCENARIOS:
         text = BUILTIN_SCENARIOS[args.scenario]

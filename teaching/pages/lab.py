@@ -1,6 +1,6 @@
 """The lab's logic without Streamlit: both policies' runs, aligning them, jumps, predict questions.
 
-Everything here is a plain function over :class:`~teaching.scenario.ScenarioRun`, so the page
+Everything here is a plain function over :class:`~teaching.scenarios.scenario.ScenarioRun`, so the page
 stays thin and these rules are unit-testable.
 """
 
@@ -14,8 +14,8 @@ from engine.hashing import short_hash
 from engine.kv_cache import FREE_POLICIES
 from engine.timeline import CacheSnapshot, block_contents, hit_blocks
 from teaching import limits
-from teaching.describe import EVENT_TAGS, describe_event, tokens_label
-from teaching.scenario import ScenarioRun, parse_scenario, run_scenario
+from teaching.scenarios.describe import EVENT_TAGS, describe_event, tokens_label
+from teaching.scenarios.scenario import ScenarioRun, parse_scenario, run_scenario
 
 #: Jump buttons: label -> event kinds to stop after.
 JUMPS: dict[str, set[str]] = {
@@ -52,7 +52,7 @@ def build_runs(
     num_blocks: int | None = None,
     hash_algo: str = "sha256",
 ) -> LabRuns:
-    """Parse once, play under each policy. Raises :class:`~teaching.scenario.ScenarioError`."""
+    """Parse once, play under each policy. Raises :class:`~teaching.scenarios.scenario.ScenarioError`."""
     scenario = parse_scenario(text)
     runs = {
         # One time budget for both runs together: the lab plays each scenario twice.

@@ -33,7 +33,7 @@ from typing import Any
 from engine.errors import PrefixLabError
 from engine.events import BlockRemoved, BlocksTouched, Event, RequestPreempted
 from engine.timeline import CacheSnapshot
-from teaching.scenario import ActionSpan, Scenario, ScenarioRun, run_scenario
+from teaching.scenarios.scenario import ActionSpan, Scenario, ScenarioRun, run_scenario
 
 KINDS = ("block", "blocks", "set", "number", "tokens", "percent", "status")
 STATUSES = ("waiting", "running", "preempted", "finished")

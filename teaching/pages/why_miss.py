@@ -1,4 +1,4 @@
-"""Turn a :class:`~teaching.prefix_probe.ProbeResult` into plain English: why did r2 miss?
+"""Turn a :class:`~teaching.pages.prefix_probe.ProbeResult` into plain English: why did r2 miss?
 
 The verdict (how many blocks hit, where the lookup stopped and why) is the engine's own
 ``CacheLookup`` event; this module only *names* the cause a student should look at: a
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from teaching.describe import describe_extra_keys
-from teaching.prefix_probe import ProbeResult, RequestSpec
+from teaching.pages.prefix_probe import ProbeResult, RequestSpec
+from teaching.scenarios.describe import describe_extra_keys
 
 
 @dataclass(frozen=True)

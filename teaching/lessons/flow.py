@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 from engine.events import BlocksAllocated, BlocksTouched, Event
 from engine.timeline import block_contents
-from teaching.answers import order_hint, wrong_answer_feedback
-from teaching.describe import EVENT_TAGS, describe_event
-from teaching.lessons import Answer, Lesson, Question
+from teaching.lessons.answers import order_hint, wrong_answer_feedback
+from teaching.lessons.loader import Answer, Lesson, Question
 from teaching.limits import parse_whole_number
-from teaching.scenario import ActionSpan, ScenarioRun
+from teaching.scenarios.describe import EVENT_TAGS, describe_event
+from teaching.scenarios.scenario import ActionSpan, ScenarioRun
 
 #: Events that make the step log too chatty for a beginner.
 QUIET_KINDS = frozenset({"token", "step", "schedule"})
