@@ -36,9 +36,9 @@ import torch
 
 from bench.prefix_cache import QUESTIONS, chat, note, peak_rss_bytes, transformers_throughput
 from engine import EngineConfig, LLMEngine, SamplingParams
-from engine.huge_pages import HUGE_PAGES_TUNABLE, huge_pages_env, restart_on_huge_pages
 from engine.model.threads import fixed_num_threads, threads_for_load
 from engine.outputs import RequestMetrics
+from engine.runtime.huge_pages import HUGE_PAGES_TUNABLE, huge_pages_env, restart_on_huge_pages
 
 #: vLLM's CPU attention wants blocks of a multiple of 32 tokens.
 VLLM_BLOCK_SIZE = 32

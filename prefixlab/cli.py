@@ -17,7 +17,8 @@ import sys
 
 from engine.config import DEFAULT_MODEL
 from engine.errors import PrefixLabError
-from engine.huge_pages import restart_on_huge_pages
+from engine.runtime.host import tune_host
+from engine.runtime.huge_pages import restart_on_huge_pages
 from teaching.traces.command import add_trace_parser, run_trace
 
 
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_trace(args)  # no model either
     from transformers.utils import logging as hf_logging  # keep the terminal for our own output
 
-    import engine.model  # noqa: F401  (before torch loads: see its OMP_WAIT_POLICY note)
+    tune_host()  # before torch loads: OpenMP's wait policy (engine.runtime.host)
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()

@@ -46,7 +46,7 @@ KV_CHOICES_MIB = (8, 32, 128)  #: one session's pool, drawn from the shared budg
 #: On 2 cores, 30-session load test: later Playground requests' TTFT p95 0.35-0.50 s with one pass thread,
 #: 0.34-0.93 s with two (whose partner thread waits for a core the pages hold).
 PAGE_CORES = 1
-PAGE_SCRIPT_NICE = 10  #: OS nice value of page scripts, below the model worker's 0 (engine.priority)
+PAGE_SCRIPT_NICE = 10  #: OS nice value of page scripts, below the model worker's 0 (engine.runtime.priority)
 
 # -- URLs ---------------------------------------------------------------------------------------------
 MAX_URL_SCENARIO_CHARS = 6_000  #: above this a shared scenario gets a short id instead of living in the URL

@@ -8,7 +8,7 @@ Sharing fairly (one server, a room of students): every session's pool is a parti
 page tensor of :data:`~teaching.limits.SHARED_KV_BUDGET_MIB`, and the sessions' steps are merged
 into one forward pass at a time (:func:`step_batcher`; ten students generating cost one batched
 pass per token, not ten). The weights, the pages and the passes live in a worker process
-(:mod:`engine.model.worker`) on all cores but :data:`~teaching.limits.PAGE_CORES`: in the server's
+(:mod:`engine.runtime.worker`) on all cores but :data:`~teaching.limits.PAGE_CORES`: in the server's
 own process a pass would wait for the GIL behind every page script. A session may start a few
 requests back to back, then one per :data:`~teaching.limits.SESSION_REFILL_S`.
 """
@@ -31,9 +31,8 @@ from engine.llm_engine import LLMEngine
 from teaching import limits
 
 if TYPE_CHECKING:  # torch is imported only when a page asks for the model
-    from engine.model.batching import BatchedBackend, StepBatcher
-    from engine.model.weights import ModelWeights
-    from engine.model.worker import WorkerModel
+    from engine.model.weights import ModelShape
+    from engine.runtime.batching import BatchedBackend, StepBatcher
 
 #: KV memory per session: small enough for many students on one server and for the pool to fit
 #: on screen (32 MiB = 45 blocks of 16 tokens for SmolLM2 in fp32), big enough for a few chats.
@@ -51,20 +50,20 @@ def _batchers() -> dict[int, StepBatcher]:
 _BATCHERS_LOCK = threading.Lock()
 
 
-def step_batcher(weights: ModelWeights | WorkerModel) -> StepBatcher:
-    """The batcher every session engine on ``weights`` runs through, with the server's KV budget
+def step_batcher(model: ModelShape) -> StepBatcher:
+    """The batcher every session engine on ``model`` runs through, with the server's KV budget
     (the one :func:`shared_model` made with its worker process, or one in this process)."""
-    from engine.model.batching import StepBatcher
-    from engine.model.shared_pages import SharedPages
     from engine.model.weights import ModelWeights
+    from engine.runtime.batching import StepBatcher
+    from engine.runtime.executor import InProcessExecutor
 
     batchers = _batchers()
     with _BATCHERS_LOCK:
-        batcher = batchers.get(id(weights))
-        if batcher is None or batcher.weights is not weights:
-            if not isinstance(weights, ModelWeights):
+        batcher = batchers.get(id(model))
+        if batcher is None or batcher.model is not model:
+            if not isinstance(model, ModelWeights):
                 raise PrefixLabError("This model runs in a worker process that this server did not start.")
-            batcher = batchers[id(weights)] = StepBatcher(weights, SharedPages(weights, limits.SHARED_KV_BUDGET_MIB))
+            batcher = batchers[id(model)] = StepBatcher(InProcessExecutor(model, limits.SHARED_KV_BUDGET_MIB))
     return batcher
 
 
@@ -91,11 +90,11 @@ def note_request(state: Any, key: str = "_model_rate") -> None:
 
 def lower_page_priority() -> None:
     """Run this page's script below the forward passes' priority, where a pass may take the normal one
-    back (:mod:`engine.priority`; the model worker is started at it): a room of pages then slows a
+    back (:mod:`engine.runtime.priority`; the model worker is started at it): a room of pages then slows a
     student's first token less. Measured with the 30-session load test on 2 cores, three runs each, while
     the passes still ran in this process: a later Playground request's TTFT p95 0.51-0.75 s instead of
     0.73-0.92 s, lab step p95 0.16-0.24 s instead of 0.26-0.31 s."""
-    from engine.priority import can_restore_priority, set_thread_nice
+    from engine.runtime.priority import can_restore_priority, set_thread_nice
 
     if can_restore_priority():
         set_thread_nice(limits.PAGE_SCRIPT_NICE)
@@ -111,31 +110,26 @@ def _model_slot(name: str) -> dict[str, Any]:
     return {"lock": threading.Lock(), "model": None, "worker": None}
 
 
-def shared_model(name: str = DEFAULT_MODEL, progress: Progress | None = None) -> WorkerModel:
+def shared_model(name: str = DEFAULT_MODEL, progress: Progress | None = None) -> ModelShape:
     """The server's model, once per server process: its weights and KV pages in a worker process
-    (:mod:`engine.model.worker`), what sessions need to know about it here.
+    (:mod:`engine.runtime.worker`), what sessions need to know about it here.
 
     ``progress`` reports the loader's steps; only the first caller loads (and may convert the
     GGUF, ~30 s), the others wait on the lock and get the same object.
     """
-    import torch
-
-    from engine.model.batching import StepBatcher
-    from engine.model.shared_pages import SharedPages
-    from engine.model.worker import ModelWorker
-    from engine.priority import normal_priority
+    from engine.runtime.batching import StepBatcher
+    from engine.runtime.priority import normal_priority
+    from engine.runtime.worker import WorkerExecutor
 
     slot = _model_slot(name)
     with slot["lock"]:
         if slot["model"] is None:
             with normal_priority():  # the worker process keeps the nice value of the thread that starts it
-                worker = ModelWorker(name, None, "auto", limits.SHARED_KV_BUDGET_MIB, progress,
-                                     threads=max(1, (os.cpu_count() or 1) - limits.PAGE_CORES))
+                worker = WorkerExecutor(name, None, "auto", limits.SHARED_KV_BUDGET_MIB, progress,
+                                        threads=max(1, (os.cpu_count() or 1) - limits.PAGE_CORES))
             model = worker.model
-            # Sessions take rows of the worker's pages; here the pages are only their shape.
-            pages = SharedPages(model, limits.SHARED_KV_BUDGET_MIB, device=torch.device("meta"))
-            with _BATCHERS_LOCK:
-                _batchers()[id(model)] = StepBatcher(model, pages, worker=worker)
+            with _BATCHERS_LOCK:  # sessions take rows of the worker's pages (here only their shape)
+                _batchers()[id(model)] = StepBatcher(worker)
             slot["model"], slot["worker"] = model, worker
             # The server's many long-lived Python objects: out of the cyclic GC's reach, so no
             # collection walks them again (see .streamlit/config.toml).
@@ -144,11 +138,11 @@ def shared_model(name: str = DEFAULT_MODEL, progress: Progress | None = None) ->
     return slot["model"]
 
 
-def session_engine(weights: ModelWeights | WorkerModel, *, enable_prefix_caching: bool = True, kv_mib: int = SESSION_KV_MIB,
+def session_engine(weights: ModelShape, *, enable_prefix_caching: bool = True, kv_mib: int = SESSION_KV_MIB,
                    block_size: int = 16, config: EngineConfig | None = None) -> LLMEngine:
     """A fresh engine on the shared weights with ``kv_mib`` MiB of the server's KV pages: its own pool,
     scheduler and sampler; its forward passes merged with every other session's (:func:`step_batcher`)."""
-    from engine.model.batching import BatchedBackend
+    from engine.runtime.batching import BatchedBackend
 
     base = config or EngineConfig(enable_prefix_caching=enable_prefix_caching, block_size=block_size)
     # ``config`` (when given) wins over the two keyword shortcuts.
@@ -160,6 +154,6 @@ def session_engine(weights: ModelWeights | WorkerModel, *, enable_prefix_caching
 def session_backend(config: EngineConfig) -> BatchedBackend:
     """A back end on the server's model with ``config``'s KV budget, for an engine a page builds itself
     (a lesson's measurement): its passes merged with every session's, like :func:`session_engine`'s."""
-    from engine.model.batching import BatchedBackend
+    from engine.runtime.batching import BatchedBackend
 
     return BatchedBackend(config, step_batcher(shared_model()))

@@ -12,31 +12,12 @@ Module map (read in this order):
 * ``weights``     ``ModelWeights``: the read-only half, shared by any number of engines
 * ``packing``     one step's new tokens packed into a flat batch with its attention metadata
 * ``runner``      ``ModelBackend``: one engine's KV pages and sampler; one forward pass per step
-* ``shared_pages`` one page tensor for a server, a partition per engine (one budget for all)
-* ``batching``    ``StepBatcher``: many engines' steps merged into one forward pass
-* ``worker``      that merged pass in a process of its own (a server's page scripts keep the GIL busy)
+
+How passes run when many engines share one model (a worker process, merged passes, shared pages,
+host tuning) is the runtime's business: :mod:`engine.runtime`.
 """
 
-import os
-
-
-def machine_is_busy() -> bool:
-    """More runnable processes than cores right now (1-minute load average)."""
-    try:
-        return os.getloadavg()[0] >= (os.cpu_count() or 1)
-    except OSError:
-        return False
-
-
-# OpenMP threads that finish early spin while waiting for the others. On an idle machine that is
-# the fast choice (a cached-prefix step took 117 ms spinning vs 170 ms sleeping on 2 cores). On a
-# busy one a spinning thread steals the core its partner needs and small matmuls, like a decode
-# step's, get 10-50x slower; sleeping then wins. So: sleep only when the machine is already busy.
-# This only takes effect if torch is not imported yet; set OMP_WAIT_POLICY yourself to choose.
-if machine_is_busy():
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from engine.model.runner import ModelBackend  # noqa: E402  (after the setting above)
-from engine.model.weights import ModelWeights  # noqa: E402
+from engine.model.runner import ModelBackend
+from engine.model.weights import ModelWeights
 
 __all__ = ["ModelBackend", "ModelWeights"]

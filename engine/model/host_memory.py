@@ -1,7 +1,7 @@
 """How the engine uses the host's memory: freed activations are kept for reuse, unread weights handed back.
 
 Both are process-wide, best-effort tweaks for glibc Linux; elsewhere they do nothing. (Huge pages for
-the weights: :mod:`engine.huge_pages`, set when a process starts.)
+the weights: :mod:`engine.runtime.huge_pages`, set when a process starts.)
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Prefill chunks and decodes alike go into one ``[num_tokens]`` row of token ids w
 positions, plus the :class:`~engine.model.attention.AttentionMetadata` that says where each
 request's rows sit and which pages hold its earlier tokens. One engine's step is packed this way
 (:class:`~engine.model.runner.ModelBackend`), and so are several engines' steps merged into one
-forward pass over shared pages (:class:`~engine.model.batching.StepBatcher`).
+forward pass over shared pages (:class:`~engine.runtime.batching.StepBatcher`).
 
 Packing has two halves: :func:`step_inputs` reads the scheduler's objects into plain lists
 (:class:`StepInputs`, small enough to send to another process) and :func:`pack` turns those into

@@ -9,7 +9,7 @@ chunk reached the end of its known tokens.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -22,11 +22,8 @@ from engine.model.loader import LoadedModel, Progress, load_model
 from engine.model.packing import pack_step
 from engine.model.sampler import Sampler
 from engine.model.threads import ThreadPolicy
-from engine.model.weights import ModelWeights, context_length, model_forward  # noqa: F401  (re-exported)
+from engine.model.weights import ModelShape, ModelWeights, context_length, model_forward  # noqa: F401  (re-exported)
 from engine.scheduler import ScheduledRequest, SchedulerOutput
-
-if TYPE_CHECKING:
-    from engine.model.worker import WorkerModel
 
 #: Activations and allocator slack kept free on CUDA besides weights and KV (bytes).
 CUDA_ACTIVATION_HEADROOM = 512 * 2**20
@@ -66,11 +63,11 @@ class ModelBackend:
     """
 
     def __init__(self, config: EngineConfig, progress: Progress | None = None, *,
-                 weights: ModelWeights | WorkerModel | None = None, loaded: LoadedModel | None = None) -> None:
+                 weights: ModelShape | None = None, loaded: LoadedModel | None = None) -> None:
         self.config = config
         if weights is None:
             weights = ModelWeights(loaded) if loaded is not None else load_weights(config, progress)
-        self.weights: ModelWeights | WorkerModel = weights  # a WorkerModel's passes run in its worker process
+        self.weights: ModelShape = weights  # weights elsewhere (a worker process): the runtime runs the passes
         self.device, self.dtype = weights.device, weights.dtype  # the weights decide, not the config
         self.tokenizer = weights.tokenizer
         self.eos_token_ids = weights.eos_token_ids
@@ -84,9 +81,9 @@ class ModelBackend:
 
     @property
     def local_weights(self) -> ModelWeights:
-        """The weights, when they are in this process (not in a :mod:`~engine.model.worker`)."""
+        """The weights, when they are in this process (not in a :mod:`~engine.runtime.worker`)."""
         if not isinstance(self.weights, ModelWeights):
-            raise RuntimeError("This model's weights live in a worker process: its passes run through a StepBatcher.")
+            raise RuntimeError("This model's weights live in a worker process: its passes run through the runtime's executor.")
         return self.weights
 
     @property

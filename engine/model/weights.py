@@ -9,7 +9,7 @@ that owns it. Share a ``ModelWeights``, never a ``ModelBackend``.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 
@@ -48,6 +48,28 @@ class KVLayout(NamedTuple):
     def bytes_per_token(self, dtype: torch.dtype) -> int:
         """K and V, every layer: 2 x layers x kv_heads x head_dim x bytes per element."""
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * torch.empty((), dtype=dtype).element_size()
+
+
+class ModelShape(Protocol):
+    """What an engine reads about its model, wherever the weights are: here (:class:`ModelWeights`) or in a
+    worker process (:class:`~engine.runtime.worker.WorkerModel`). No forward pass: that is the runtime's."""
+
+    @property
+    def device(self) -> torch.device: ...
+    @property
+    def dtype(self) -> torch.dtype: ...
+    @property
+    def tokenizer(self) -> TextTokenizer | None: ...
+    @property
+    def eos_token_ids(self) -> set[int]: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def max_model_len(self) -> int: ...
+    @property
+    def kv_layout(self) -> KVLayout: ...
+    @property
+    def kv_bytes_per_token(self) -> int: ...
 
 
 class ModelWeights:

@@ -17,10 +17,11 @@ import torch
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.errors import PrefixLabError
 from engine.model import ModelBackend
-from engine.model.batching import BatchedBackend, StepBatcher, Submission
 from engine.model.loader import load_model
-from engine.model.shared_pages import SharedPages
 from engine.model.weights import ModelWeights
+from engine.runtime.batching import BatchedBackend, StepBatcher, Submission
+from engine.runtime.executor import InProcessExecutor
+from engine.runtime.shared_pages import SharedPages
 from tests.model.tiny_models import hf_greedy
 
 GREEDY = SamplingParams(max_tokens=8)
@@ -73,7 +74,7 @@ def in_threads(jobs: list) -> list:
 
 
 def test_engines_generating_at_once_get_what_each_gets_alone(weights):
-    batcher = StepBatcher(weights, SharedPages(weights, budget_mib=8))
+    batcher = StepBatcher(InProcessExecutor(weights, budget_mib=8))
     engines = [batched_engine(batcher, bs) for bs in BLOCK_SIZES]
     outputs = in_threads([lambda e=e, p=p: e.generate([p], GREEDY)[0].token_ids for e, p in zip(engines, PROMPTS)])
     for prompt, block_size, output in zip(PROMPTS, BLOCK_SIZES, outputs):
@@ -100,7 +101,7 @@ def steps_held_back(batcher: StepBatcher, jobs: list) -> list:
 
 
 def test_one_forward_pass_serves_every_waiting_session(weights):
-    batcher = StepBatcher(weights, SharedPages(weights, budget_mib=8))
+    batcher = StepBatcher(InProcessExecutor(weights, budget_mib=8))
     engines = [batched_engine(batcher, bs) for bs in BLOCK_SIZES]
     for engine, prompt in zip(engines, PROMPTS):
         engine.add_request(prompt, SamplingParams(max_tokens=1))
@@ -111,7 +112,7 @@ def test_one_forward_pass_serves_every_waiting_session(weights):
 
 
 def test_a_pass_takes_steps_in_order_up_to_its_token_cap(weights):
-    batcher = StepBatcher(weights, SharedPages(weights, budget_mib=8), max_tokens=30)
+    batcher = StepBatcher(InProcessExecutor(weights, budget_mib=8), max_tokens=30)
     engines = [batched_engine(batcher) for _ in range(3)]
     for engine, length in zip(engines, (20, 20, 5)):
         engine.add_request(list(range(1, length + 1)), SamplingParams(max_tokens=1))
@@ -121,7 +122,7 @@ def test_a_pass_takes_steps_in_order_up_to_its_token_cap(weights):
 
 
 def test_a_first_token_goes_before_the_decodes(weights):
-    batcher = StepBatcher(weights, SharedPages(weights, budget_mib=8))
+    batcher = StepBatcher(InProcessExecutor(weights, budget_mib=8))
     decoding = [batched_engine(batcher) for _ in range(2)]
     for engine in decoding:
         engine.add_request([1, 2, 3, 4, 5], GREEDY)
@@ -136,7 +137,7 @@ def test_a_first_token_goes_before_the_decodes(weights):
 
 
 def test_sessions_with_the_same_request_ids_keep_their_own_pages(weights):
-    batcher = StepBatcher(weights, SharedPages(weights, budget_mib=8))
+    batcher = StepBatcher(InProcessExecutor(weights, budget_mib=8))
     first, second = batched_engine(batcher), batched_engine(batcher)
     prefix = [5, 9, 17, 3, 3, 40, 41, 42, 7, 8, 9, 10]  # 3 full blocks of 4
     first.generate([prefix + [1]], GREEDY)  # req-0 in the first engine: its prefix is cached in its pages
@@ -155,7 +156,7 @@ def test_sessions_with_the_same_request_ids_keep_their_own_pages(weights):
 
 
 def test_a_failed_pass_reaches_every_waiting_session_and_the_next_pass_runs(weights, monkeypatch):
-    batcher = StepBatcher(weights, SharedPages(weights, budget_mib=8))
+    batcher = StepBatcher(InProcessExecutor(weights, budget_mib=8))
     engines = [batched_engine(batcher) for _ in range(2)]
     for engine in engines:
         engine.add_request([1, 2, 3, 4, 5], GREEDY)
@@ -184,7 +185,7 @@ def test_a_failed_pass_reaches_every_waiting_session_and_the_next_pass_runs(weig
 
 
 def test_a_step_waits_for_the_model_at_most_its_timeout(weights):
-    batcher = StepBatcher(weights, SharedPages(weights, budget_mib=8), timeout_s=0.2)
+    batcher = StepBatcher(InProcessExecutor(weights, budget_mib=8), timeout_s=0.2)
     engine = batched_engine(batcher)
     engine.add_request([1, 2, 3], GREEDY)
     with batcher._cond:
@@ -195,8 +196,8 @@ def test_a_step_waits_for_the_model_at_most_its_timeout(weights):
 
 
 def test_the_budget_is_shared_and_comes_back_when_an_engine_is_dropped(weights):
-    pages = SharedPages(weights, budget_mib=2)
-    batcher = StepBatcher(weights, pages)
+    batcher = StepBatcher(InProcessExecutor(weights, budget_mib=2))
+    pages = batcher.pages
     first, second = batched_engine(batcher, kv_mib=1), batched_engine(batcher, kv_mib=1)
     assert pages.used_rows == pages.num_rows
     with pytest.raises(PrefixLabError, match=r"KV memory is taken \(2 of 2 MiB in use"):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from engine.huge_pages import HUGE_PAGES_TUNABLE, THP_SETTING, huge_pages_env
+from engine.runtime.huge_pages import HUGE_PAGES_TUNABLE, THP_SETTING, huge_pages_env
 
 
 def thp_available() -> bool:

@@ -13,13 +13,12 @@ import torch
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.errors import PrefixLabError
-from engine.huge_pages import HUGE_PAGES_TUNABLE
 from engine.model import ModelBackend
-from engine.model.batching import BatchedBackend, StepBatcher
 from engine.model.loader import load_model
-from engine.model.shared_pages import SharedPages
 from engine.model.weights import ModelWeights
-from engine.model.worker import ModelWorker
+from engine.runtime.batching import BatchedBackend, StepBatcher
+from engine.runtime.huge_pages import HUGE_PAGES_TUNABLE
+from engine.runtime.worker import WorkerExecutor
 from tests.model.test_batching import BLOCK_SIZES, PROMPTS, in_threads
 from tests.model.tiny_models import hf_greedy
 
@@ -28,7 +27,7 @@ GREEDY = SamplingParams(max_tokens=8)
 
 @pytest.fixture(scope="module")
 def worker(tiny_model_dirs):
-    worker = ModelWorker(tiny_model_dirs["llama"], "float32", "cpu", budget_mib=8)
+    worker = WorkerExecutor(tiny_model_dirs["llama"], "float32", "cpu", budget_mib=8)
     yield worker
     worker.close()
 
@@ -39,9 +38,8 @@ def local(tiny_model_dirs):
     return ModelWeights(load_model(tiny_model_dirs["llama"], torch.float32, torch.device("cpu")))
 
 
-def batcher_on(worker: ModelWorker) -> StepBatcher:
-    pages = SharedPages(worker.model, 8, device=torch.device("meta"))  # rows handed out here, pages there
-    return StepBatcher(worker.model, pages, worker=worker)
+def batcher_on(worker: WorkerExecutor) -> StepBatcher:
+    return StepBatcher(worker)  # rows handed out here (worker.pages is shape-only), pages there
 
 
 def engine_on(batcher: StepBatcher, block_size: int) -> LLMEngine:
@@ -85,18 +83,18 @@ def test_a_pass_that_times_out_never_hands_its_late_answer_to_the_next(worker, l
 
 def test_a_model_that_cannot_load_is_reported_in_the_loaders_words(tmp_path):
     with pytest.raises(PrefixLabError, match="no config.json"):
-        ModelWorker(str(tmp_path), None, "cpu", budget_mib=8)
+        WorkerExecutor(str(tmp_path), None, "cpu", budget_mib=8)
 
 
 def test_a_worker_that_dies_fails_the_step_at_once_and_one_that_is_closed_exits(tiny_model_dirs):
-    worker = ModelWorker(tiny_model_dirs["llama"], "float32", "cpu", budget_mib=8)
+    worker = WorkerExecutor(tiny_model_dirs["llama"], "float32", "cpu", budget_mib=8)
     engine = engine_on(batcher_on(worker), 4)
     assert engine.generate([PROMPTS[1]], GREEDY)[0].token_ids
     worker.process.send_signal(signal.SIGKILL)
     with pytest.raises(RuntimeError, match="model process stopped"):
         engine.generate([PROMPTS[2]], GREEDY)
 
-    second = ModelWorker(tiny_model_dirs["llama"], "float32", "cpu", budget_mib=8)
+    second = WorkerExecutor(tiny_model_dirs["llama"], "float32", "cpu", budget_mib=8)
     second.close()  # the worker sees its socket close and exits by itself
     assert second.process.returncode == 0
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from engine.priority import can_restore_priority, normal_priority, set_thread_nice, thread_nice
+from engine.runtime.priority import can_restore_priority, normal_priority, set_thread_nice, thread_nice
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
 

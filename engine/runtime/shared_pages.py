@@ -2,7 +2,7 @@
 
 Each engine (one per browser session) keeps its own pool, block ids and views, exactly as if it
 owned its pages; only the memory behind them is one tensor, so that one forward pass can serve
-every engine at once (:mod:`engine.model.batching`). A page here holds ONE token's K/V, because
+every engine at once (:mod:`engine.runtime.batching`). A page here holds ONE token's K/V, because
 engines may pick different block sizes: an engine with blocks of ``bs`` tokens gets a range of
 ``num_blocks * bs`` rows starting at its ``base``, and its block ``b`` is rows
 ``base + b * bs .. base + b * bs + bs - 1`` (:func:`physical_rows`).
@@ -18,16 +18,12 @@ from __future__ import annotations
 import mmap
 import threading
 import weakref
-from typing import TYPE_CHECKING
 
 import torch
 
 from engine.errors import PrefixLabError
 from engine.model.kv_tensors import PagedKVCache
-from engine.model.weights import ModelWeights
-
-if TYPE_CHECKING:
-    from engine.model.worker import WorkerModel
+from engine.model.weights import ModelShape
 
 
 def lazily_zeroed(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, object]:
@@ -50,7 +46,7 @@ def physical_rows(block_ids: list[int], base: int, block_size: int) -> list[int]
 class SharedPages:
     """The server's KV memory: ``budget_mib`` MiB of one-token pages, split into per-engine ranges."""
 
-    def __init__(self, weights: ModelWeights | WorkerModel, budget_mib: int, device: torch.device | None = None) -> None:
+    def __init__(self, weights: ModelShape, budget_mib: int, device: torch.device | None = None) -> None:
         """``device``: where the pages live, the weights' device by default; ``meta`` keeps only their
         shape, for a server whose passes (and so whose real pages) are in a worker process."""
         layers, kv_heads, head_dim = weights.kv_layout

@@ -5,12 +5,13 @@ the GIL back at each; in a server whose page scripts run Python in other threads
 waits for them. Measured on 2 cores: a 9-token step that takes 64 ms alone took 371 ms next to ONE
 thread running pure Python, 2.1 s next to four. vLLM meets the same problem by running its engine
 core in a separate process from the API server; here the same cut is made one level lower: the
-sessions' engines (schedulers, pools, samplers) and the :class:`~engine.model.batching.StepBatcher`
+sessions' engines (schedulers, pools, samplers) and the :class:`~engine.runtime.batching.StepBatcher`
 that merges their steps stay in the server, and only the merged pass crosses to a worker process,
 which holds the weights and the KV pages. A pass goes over a socket as plain lists
 (:class:`~engine.model.packing.StepInputs`) and comes back as the logits of its sampling rows.
 
-The server keeps a :class:`WorkerModel`: what an engine needs to know about the model (tokenizer,
+The server keeps a :class:`WorkerExecutor` (the runtime's :class:`~engine.runtime.executor.Executor`
+for a worker) and its :class:`WorkerModel`: what an engine needs to know about the model (tokenizer,
 vocabulary, KV layout), without its weights.
 """
 
@@ -31,11 +32,14 @@ import numpy as np
 import torch
 
 from engine.errors import PrefixLabError
-from engine.huge_pages import huge_pages_env
 from engine.model.loader import Progress
 from engine.model.packing import StepInputs
 from engine.model.tokenizer import TextTokenizer
 from engine.model.weights import KVLayout
+from engine.runtime.executor import Executor
+from engine.runtime.host import tune_host
+from engine.runtime.huge_pages import huge_pages_env
+from engine.runtime.shared_pages import SharedPages
 
 #: Seconds to wait for the worker to load the model (a first start converts the GGUF, ~30 s).
 LOAD_TIMEOUT_S = 600.0
@@ -45,8 +49,8 @@ LOAD_TIMEOUT_S = 600.0
 class WorkerModel:
     """The model as an engine in the server sees it: everything but weights, which live in the worker.
 
-    It has the attributes of :class:`~engine.model.weights.ModelWeights` that an engine reads, so a
-    :class:`~engine.model.batching.BatchedBackend` runs on either; there is no forward pass here.
+    It is a :class:`~engine.model.weights.ModelShape`, as :class:`~engine.model.weights.ModelWeights` is,
+    so a :class:`~engine.runtime.batching.BatchedBackend` runs on either; there is no forward pass here.
     """
 
     device: torch.device
@@ -62,10 +66,12 @@ class WorkerModel:
         return self.kv_layout.bytes_per_token(self.dtype)
 
 
-class ModelWorker:
+class WorkerExecutor(Executor):
     """A child process that loads ``name`` and runs forward passes over its own KV pages of ``budget_mib``.
 
-    Start it from a thread at normal priority: a process inherits its parent thread's nice value.
+    Here :attr:`pages` are those pages' shape only (``meta``): engines take their rows of them, the
+    worker writes the real ones. Start it from a thread at normal priority: a process inherits its
+    parent thread's nice value.
     """
 
     def __init__(self, name: str, dtype: str | None, device: str, budget_mib: int,
@@ -77,9 +83,10 @@ class ModelWorker:
         ours, theirs = socket.socketpair()
         job = json.dumps({"name": name, "dtype": dtype, "device": device, "budget_mib": budget_mib, "threads": threads})
         source = str(Path(__file__).resolve().parents[2])  # the folder that holds the ``engine`` package
-        env = huge_pages_env(os.environ)  # the weights on huge pages: see engine.huge_pages
+        env = huge_pages_env(os.environ)  # the weights on huge pages: see engine.runtime.huge_pages
+        tune_host(env)  # the worker's torch loads with these settings
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
-        self.process = subprocess.Popen([sys.executable, "-m", "engine.model.worker", str(theirs.fileno()), job],
+        self.process = subprocess.Popen([sys.executable, "-m", "engine.runtime.worker", str(theirs.fileno()), job],
                                         pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL)
         theirs.close()
         self._conn = Connection(ours.detach())
@@ -94,6 +101,7 @@ class ModelWorker:
                                  tokenizer=reply["tokenizer"], eos_token_ids=set(reply["eos_token_ids"]),
                                  vocab_size=reply["vocab_size"], max_model_len=reply["max_model_len"],
                                  kv_layout=KVLayout(*reply["kv_layout"]))
+        self.pages = SharedPages(self.model, budget_mib, device=torch.device("meta"))
 
     def _reply(self, timeout_s: float, progress: Progress | None = None) -> Any:
         """The worker's next answer (relaying its progress reports); raises when it fails or stops."""
@@ -154,18 +162,16 @@ class ModelWorker:
 
 def serve(conn: Connection, name: str, dtype: str | None, device: str, budget_mib: int, threads: int | None) -> None:
     """The worker process: load the model, then run each pass it receives until the socket closes."""
-    from engine.model.batching import merged_pass
     from engine.model.loader import load_model
     from engine.model.runner import pick_device, pick_dtype
-    from engine.model.shared_pages import SharedPages
-    from engine.model.threads import ThreadPolicy
     from engine.model.weights import ModelWeights
+    from engine.runtime.executor import InProcessExecutor
 
     try:
         where = pick_device(device)
         weights = ModelWeights(load_model(name, pick_dtype(dtype, where), where,
                                           lambda f, m: conn.send(("progress", (f, m)))))
-        pages = SharedPages(weights, budget_mib)
+        here = InProcessExecutor(weights, budget_mib, threads)  # the real pages, and the passes on them
     except Exception as exc:  # the server shows it: no traceback, the loader's own words
         conn.send(("error", str(exc) if isinstance(exc, PrefixLabError) else f"{type(exc).__name__}: {exc}"))
         return
@@ -174,23 +180,19 @@ def serve(conn: Connection, name: str, dtype: str | None, device: str, budget_mi
         "tokenizer": weights.tokenizer, "eos_token_ids": sorted(weights.eos_token_ids), "vocab_size": weights.vocab_size,
         "max_model_len": weights.max_model_len, "kv_layout": tuple(weights.kv_layout),
     }))
-    policy = ThreadPolicy(threads) if weights.device.type == "cpu" else None
     while True:
         try:
             inputs: StepInputs = conn.recv()
         except (EOFError, OSError):  # the server is gone
             os._exit(0)
         try:
-            if policy is not None:
-                policy.apply()
-            with torch.inference_mode():
-                logits = merged_pass(weights, pages, inputs)
+            logits = here.logits(inputs, timeout_s=float("inf"))
             conn.send(("logits", (logits.shape[0], logits.cpu().numpy().tobytes())))
         except Exception as exc:  # this pass fails for its sessions; the worker goes on
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
 
-if __name__ == "__main__":  # started by ModelWorker: the socket's file descriptor, then the job as JSON
+if __name__ == "__main__":  # started by WorkerExecutor: the socket's file descriptor, then the job as JSON
     settings = json.loads(sys.argv[2])
     serve(Connection(int(sys.argv[1])), settings["name"], settings["dtype"], settings["device"], settings["budget_mib"],
           settings["threads"])

@@ -4,7 +4,7 @@ A server runs each page's script in a thread of its own, next to the forward pas
 machine a room of pages takes the cores a pass needs, and a student waiting for a first token
 waits for everyone's page. Linux gives every thread its own nice value, so a server may run its
 page scripts "nicer" and each pass at the normal priority (:func:`normal_priority`, used by
-:class:`~engine.model.batching.StepBatcher`, and to start the app's model worker: a process keeps the
+:class:`~engine.runtime.batching.StepBatcher`, and to start the app's model worker: a process keeps the
 nice value of the thread that starts it). But only a process allowed to lower a nice value again
 (root, or a high enough ``RLIMIT_NICE``) can give a pass's thread its priority back, so a server
 lowers its scripts only where :func:`can_restore_priority` holds. Elsewhere nothing changes.

@@ -4,8 +4,9 @@ A server gives every browser session its own :class:`~engine.llm_engine.LLMEngin
 sees their own block ids. Run one by one, ten students generating cost ten single-request forward
 passes in a row. Here a session's back end (:class:`BatchedBackend`) hands its scheduled step to the
 server's :class:`StepBatcher` and waits; the batcher packs every step waiting at that moment into
-one batch (each engine's blocks mapped to its partition of :class:`~engine.model.shared_pages.SharedPages`),
-runs ONE forward pass, and gives each session the logits of its own sampling rows. Each session then
+one batch (each engine's blocks mapped to its partition of :class:`~engine.runtime.shared_pages.SharedPages`),
+has its :class:`~engine.runtime.executor.Executor` run ONE forward pass (here or in a worker process),
+and gives each session the logits of its own sampling rows. Each session then
 samples with its own sampler: request ids such as ``req-0`` repeat across engines, so nothing shared
 is keyed by them. This is vLLM's continuous batching, with the engines kept apart for teaching.
 
@@ -19,22 +20,18 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from engine.config import EngineConfig
 from engine.errors import ConfigError, PrefixLabError
-from engine.model.packing import StepInputs, pack, step_inputs
+from engine.model.packing import step_inputs
 from engine.model.runner import ModelBackend
-from engine.model.shared_pages import SharedPages, physical_rows
-from engine.model.threads import ThreadPolicy
-from engine.model.weights import ModelWeights
-from engine.priority import normal_priority
+from engine.model.weights import ModelShape
+from engine.runtime.executor import Executor
+from engine.runtime.priority import normal_priority
+from engine.runtime.shared_pages import SharedPages, physical_rows
 from engine.scheduler import ScheduledRequest, SchedulerOutput
-
-if TYPE_CHECKING:
-    from engine.model.worker import ModelWorker, WorkerModel
 
 #: New tokens in one merged forward pass: a big prefill chunk cannot hold everyone's decode for long
 #: (steps are taken in arrival order; what does not fit goes in the next pass).
@@ -70,21 +67,15 @@ class Submission:
 
 
 class StepBatcher:
-    """The server's model: merges the steps of every engine on ``pages`` into as few forward passes as it can."""
+    """The server's model: merges the steps of every engine on its executor's pages into as few forward
+    passes as it can, and has the executor run each."""
 
-    def __init__(self, weights: ModelWeights | WorkerModel, pages: SharedPages, max_tokens: int = MAX_TOKENS_PER_PASS,
-                 timeout_s: float = STEP_TIMEOUT_S, gather_s: float = GATHER_S, worker: ModelWorker | None = None) -> None:
-        """``worker``: run the passes in that worker process (its model is ``weights``, and ``pages`` then
-        only hands out rows: the real pages are the worker's); by default in this process, on ``weights``."""
-        if worker is None and not isinstance(weights, ModelWeights):
-            raise ConfigError("A StepBatcher runs its passes on ModelWeights here, or on a ModelWorker's model there.")
-        self.weights = weights
-        self.worker = worker
-        self.pages = pages
+    def __init__(self, executor: Executor, max_tokens: int = MAX_TOKENS_PER_PASS, timeout_s: float = STEP_TIMEOUT_S,
+                 gather_s: float = GATHER_S) -> None:
+        self.executor = executor
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
         self.gather_s = gather_s
-        self.threads = ThreadPolicy() if worker is None and weights.device.type == "cpu" else None  # the worker has its own
         lock = threading.Lock()
         self._cond = threading.Condition(lock)  # a pass finished
         self._arrived = threading.Condition(lock)  # a step was submitted
@@ -94,6 +85,16 @@ class StepBatcher:
         #: Forward passes run and steps served (a pass serving several steps is the point).
         self.num_passes = 0
         self.num_steps = 0
+
+    @property
+    def model(self) -> ModelShape:
+        """The model every engine on this batcher runs (its weights wherever the executor keeps them)."""
+        return self.executor.model
+
+    @property
+    def pages(self) -> SharedPages:
+        """The shared pages engines take their rows of."""
+        return self.executor.pages
 
     def run(self, scheduled: list[ScheduledRequest], base: int, block_size: int) -> torch.Tensor:
         """Compute one engine's step in the next merged pass; returns the logits of its sampling rows."""
@@ -171,18 +172,11 @@ class StepBatcher:
             self._pending.remove(part)
         return batch
 
-    @torch.inference_mode()
     def _forward(self, batch: list[Submission]) -> None:
         scheduled = [item for part in batch for item in part.scheduled]
         tables = [physical_rows(item.block_ids, part.base, part.block_size) for part in batch for item in part.scheduled]
         inputs = step_inputs(scheduled, tables)
-        if self.worker is not None:
-            logits = self.worker.logits(inputs, self.timeout_s)
-        else:
-            assert isinstance(self.weights, ModelWeights)
-            if self.threads is not None:
-                self.threads.apply()
-            logits = merged_pass(self.weights, self.pages, inputs)
+        logits = self.executor.logits(inputs, self.timeout_s)
         start = 0
         for part in batch:
             count = sum(item.samples_token for item in part.scheduled)
@@ -190,18 +184,12 @@ class StepBatcher:
             start += count
 
 
-def merged_pass(weights: ModelWeights, pages: SharedPages, inputs: StepInputs) -> torch.Tensor:
-    """One forward pass over several engines' steps on the shared pages (one token per page row):
-    the logits of their sampling rows. Runs in the server, or in its :mod:`~engine.model.worker`."""
-    return weights.logits(pack(inputs, 1, weights.device), pages.cache)
-
-
 class BatchedBackend(ModelBackend):
     """One engine's back end on a server's shared model: its own partition of the shared pages and its
     own sampler; its forward passes are merged with every other engine's by ``batcher``."""
 
     def __init__(self, config: EngineConfig, batcher: StepBatcher) -> None:
-        super().__init__(config, weights=batcher.weights)
+        super().__init__(config, weights=batcher.model)
         self.batcher = batcher
         self.threads = None  # the batcher sets the threads of the pass
         self.base = 0
