@@ -193,7 +193,9 @@ class LLMEngine:
     def _update_text(self, request: Request) -> None:
         if self.tokenizer is None:
             return
-        text = self.tokenizer.decode(request.output_token_ids)
+        # A trailing U+FFFD is a character whose bytes are still arriving (byte-level tokens): held back,
+        # also at the end of the output, as vLLM's incremental detokenizer does.
+        text = self.tokenizer.decode(request.output_token_ids).rstrip("\ufffd")
         for stop in request.sampling_params.stop:
             cut = text.find(stop)
             if stop and cut >= 0:

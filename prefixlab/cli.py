@@ -62,7 +62,7 @@ def serve(args: argparse.Namespace) -> int:
     except PrefixLabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return run_server(config, engine_config, args.host, args.port, progress=progress)
+    return run_server(config, engine_config, args.host, args.port, progress=progress, executor=args.executor)
 
 
 def read_scenario_file(path: str) -> str:
@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                      help="requests in flight per key (or per address without keys); more get 429")
     srv.add_argument("--request-timeout", type=float, default=limits.request_timeout_s,
                      help="seconds before a request is stopped")
+    srv.add_argument("--executor", choices=["worker", "in-process"], default="worker",
+                     help="where forward passes run: a worker process beside the HTTP server (default), or in it")
     srv.add_argument("--block-size", type=int, default=engine_defaults.block_size)
     srv.add_argument("--num-blocks", type=int, default=None, help="KV pool size (default: from the memory budget)")
     srv.add_argument("--max-num-seqs", type=int, default=engine_defaults.max_num_seqs,
