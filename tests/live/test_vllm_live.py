@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
+from bench.vllm_server import BLOCK_SIZE, start_vllm, wait_healthy
 from teaching.live.client import send_chat
 from teaching.live.metrics import fetch_metrics
 from teaching.live.session import LiveSession
 from teaching.live.subscriber import Endpoint
 from tests.live.conftest import HTTP_PORTS, ZMQ_PORTS, chat_prompt_ids, free_port
-from tests.live.vllm_server import BLOCK_SIZE, start_vllm, wait_healthy
 from tests.server.vllm_env import vllm_python
 
 pytestmark = pytest.mark.slow

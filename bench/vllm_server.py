@@ -1,7 +1,7 @@
-"""Start real vLLM on the CPU (from the venv ``vllm-env cpu`` builds) with KV events on, for tests.
+"""Start real vLLM's OpenAI server on the CPU (from the venv ``vllm-env cpu`` builds) with KV events on.
 
-Plain functions so a test and a browser test can share them; the venv is found (or the test skipped,
-with the reason) by :func:`tests.server.vllm_env.vllm_python`.
+Plain functions shared by the live tests and the serving benchmark (``bench/serve_vs_vllm.py``); the
+tests find the venv (or skip, with the reason) through :func:`tests.server.vllm_env.vllm_python`.
 """
 
 from __future__ import annotations
@@ -45,18 +45,20 @@ class VllmServer:
 
 
 def start_vllm(python: Path, model_folder: str, http_port: int, events_port: int, replay_port: int,
-               log_path: Path) -> VllmServer:
+               log_path: Path, num_blocks: int = NUM_BLOCKS, max_model_len: int = 1024, nice: int = 5) -> VllmServer:
+    """vLLM serving ``model_folder`` as :data:`SERVED_NAME`, its pool fixed at ``num_blocks`` blocks of
+    :data:`BLOCK_SIZE` tokens, under ``nice`` (the tests keep it below the browser's priority)."""
     config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://*:{events_port}",
               "replay_endpoint": f"tcp://*:{replay_port}", "topic": "kv"}
     env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1")
     env.pop("PYTHONPATH", None)  # vLLM's venv, not ours
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", model_folder,
                "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(http_port),
-               "--block-size", str(BLOCK_SIZE), "--num-gpu-blocks-override", str(NUM_BLOCKS),
-               "--max-model-len", "1024", "--enable-prompt-tokens-details",
+               "--block-size", str(BLOCK_SIZE), "--num-gpu-blocks-override", str(num_blocks),
+               "--max-model-len", str(max_model_len), "--enable-prompt-tokens-details",
                "--kv-events-config", json.dumps(config)]
     log = open(log_path, "w")
-    process = subprocess.Popen(["nice", "-n", "5", *command], stdout=log, stderr=subprocess.STDOUT, env=env,
+    process = subprocess.Popen(["nice", "-n", str(nice), *command], stdout=log, stderr=subprocess.STDOUT, env=env,
                                start_new_session=True)
     return VllmServer(process, f"http://127.0.0.1:{http_port}", f"tcp://127.0.0.1:{events_port}",
                       f"tcp://127.0.0.1:{replay_port}", log_path)
