@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.model import ModelBackend  # first: it sets OpenMP's wait policy before torch loads
+from engine.model import ModelBackend
 
 # isort: split
 import torch

@@ -29,7 +29,7 @@ import time
 import torch
 
 from engine import EngineConfig, LLMEngine, SamplingParams
-from engine.model import ModelBackend  # first: it sets OpenMP's wait policy before torch loads
+from engine.model import ModelBackend
 from engine.model.weights import ModelWeights
 
 SYSTEM_PROMPT = " ".join(

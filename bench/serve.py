@@ -33,7 +33,7 @@ from pathlib import Path
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.config import DEFAULT_MODEL
-from engine.model import ModelBackend  # first: it sets OpenMP's wait policy before torch loads
+from engine.model import ModelBackend
 
 from bench.prefix_cache import QUESTIONS, chat  # isort: skip
 from bench.server_process import ServerProcess, start_server  # isort: skip
