@@ -170,6 +170,21 @@ class BlocksFreed(Event):
 
 
 @dataclass(frozen=True)
+class BlocksReleased(Event):
+    """A sliding-window group gave back blocks its window left behind (null in their place).
+
+    The request keeps running; ``block_ids`` are in the order freed (last skipped block first).
+    """
+
+    kind: ClassVar[str] = "release"
+    request_id: str
+    group_idx: int
+    block_ids: list[int]
+    prepended_block_ids: list[int]
+    appended_block_ids: list[int]
+
+
+@dataclass(frozen=True)
 class RequestScheduled(Event):
     kind: ClassVar[str] = "schedule"
     request_id: str

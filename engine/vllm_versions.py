@@ -168,3 +168,14 @@ def version_for_free_policy(free_policy: str, preferred: str = DEFAULT_VLLM_VERS
 def version_choices() -> list[tuple[str, str, str]]:
     """``(name, label, summary)`` for each version, oldest first (for a selector or a legend)."""
     return [(v.name, v.label, v.summary) for v in VLLM_VERSIONS.values()]
+
+
+def require_sliding_window_rules(vllm_version: str) -> None:
+    """A clear error for versions whose sliding-window rules PrefixLab does not reproduce."""
+    version = get_vllm_version(vllm_version)
+    if not version.sliding_window_groups:
+        raise ConfigError(
+            f"Sliding-window (hybrid) KV cache groups follow vLLM 0.33's rules only; "
+            f"{version.label} is not reproduced for them. Use vllm_version='0.33' or a layer pattern "
+            f"of full attention only. ({version.why['sliding_window_groups']})"
+        )

@@ -21,21 +21,10 @@ from engine.kv_cache.coordinator import GroupBlocks, get_kv_cache_coordinator
 from engine.kv_cache.kv_cache_spec import KVCacheGroupSpec, kv_cache_groups_for_layers, parse_layer_pattern
 from engine.kv_cache.stats import PrefixCacheStats
 from engine.request import Request, RequestStatus
-from engine.vllm_versions import DEFAULT_VLLM_VERSION, STATS_AT_ADMISSION, get_vllm_version
+from engine.vllm_versions import DEFAULT_VLLM_VERSION, STATS_AT_ADMISSION, require_sliding_window_rules
 
 #: The longest request the grouped manager expects (vLLM caps slots at max_model_len).
 MAX_MODEL_LEN = 1 << 30
-
-
-def require_sliding_window_rules(vllm_version: str) -> None:
-    """A clear error for versions whose sliding-window rules PrefixLab does not reproduce."""
-    version = get_vllm_version(vllm_version)
-    if not version.sliding_window_groups:
-        raise ConfigError(
-            f"Sliding-window (hybrid) KV cache groups follow vLLM 0.33's rules only; "
-            f"{version.label} is not reproduced for them. Use vllm_version='0.33' or a layer pattern "
-            f"of full attention only. ({version.why['sliding_window_groups']})"
-        )
 
 
 class GroupedKVCacheManager:
@@ -85,6 +74,28 @@ class GroupedKVCacheManager:
     @property
     def usage(self) -> float:
         return self.block_pool.get_usage()
+
+    @property
+    def req_to_blocks(self) -> dict[str, list[KVCacheBlock]]:
+        """Each admitted request's blocks of group 0 (the scheduler asks only who holds blocks)."""
+        manager = self.coordinator.single_type_managers[0]
+        return {rid: list(manager.req_to_blocks.get(rid, [])) for rid in self._admitted}
+
+    @property
+    def max_tokens_in_pool(self) -> int:
+        """About the most tokens one request can hold: every full-attention group needs a block per
+        ``block_size`` tokens, a sliding-window group only its window (plus a block being filled)."""
+        usable = self.num_blocks - 1
+        full = 0
+        for group in self.kv_cache_groups:
+            window = group.kv_cache_spec.sliding_window
+            if window is None:
+                full += 1
+            else:
+                usable -= -(-window // self.block_size) + 1
+        if full == 0:
+            return self.max_model_len
+        return max(0, usable // full) * self.block_size
 
     def take_events(self) -> list[Event]:
         return self.events.take()

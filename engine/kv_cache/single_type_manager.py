@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from engine.events import BlocksFreed, BlocksReleased
 from engine.kv_cache.block import KVCacheBlock
 from engine.kv_cache.group_block_pool import GroupedBlockPool
 from engine.kv_cache.kv_cache_spec import FullAttentionSpec, KVCacheSpec, SlidingWindowSpec
@@ -146,7 +147,8 @@ class SingleTypeKVCacheManager:
     def free(self, request_id: str) -> list[KVCacheBlock]:
         """Release the blocks tail first, so the prefix outlives the suffix. Returns them in that order."""
         ordered = list(reversed(self.pop_blocks_for_free(request_id)))
-        self.block_pool.free_blocks(ordered)
+        to_head, to_tail = self.block_pool.free_blocks(ordered)
+        self.block_pool.events.emit(BlocksFreed(request_id, [b.block_id for b in ordered], to_head, to_tail))
         return ordered
 
     def remove_skipped_blocks(self, request_id: str, num_computed_tokens: int) -> list[KVCacheBlock]:
@@ -167,7 +169,10 @@ class SingleTypeKVCacheManager:
             freed.append(blocks[index])
             blocks[index] = self.null_block
         if freed:
-            self.block_pool.free_blocks(freed)
+            to_head, to_tail = self.block_pool.free_blocks(freed)
+            self.block_pool.events.emit(
+                BlocksReleased(request_id, self.kv_cache_group_id, [b.block_id for b in freed], to_head, to_tail)
+            )
         return freed
 
 
