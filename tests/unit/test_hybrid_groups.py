@@ -162,3 +162,30 @@ def test_simulator_engine_runs_a_gemma3_like_pattern():
     # The timeline still replays to the live pool's free queue.
     snapshot = engine.timeline().state_at(len(manager.events.events))
     assert snapshot.free_queue == [b.block_id for b in manager.block_pool.free_block_queue.get_all_free_blocks()]
+
+
+def test_scenario_layers_setting():
+    from teaching.scenario import ScenarioError, parse_scenario, run_scenario
+
+    assert parse_scenario("layers sliding:8*5,full\nrequest r: a b").layer_pattern == "sliding:8*5,full"
+    with pytest.raises(ScenarioError, match="Line 1"):
+        parse_scenario("layers sliding:x,full")
+    with pytest.raises(ScenarioError, match="setting"):
+        parse_scenario("request r: a b\nlayers full")
+    run = run_scenario("blocks 20\nlayers sliding:8,full\nrequest r: a b c d e f g h i j | max_tokens=2\nrun")
+    assert run.engine.kv_cache_manager.num_groups == 2
+
+
+def test_the_sliding_window_lesson_claims_hold():
+    """Lesson 12 says: with the window r2 gets nothing from the cache, without it all 16 tokens."""
+    from pathlib import Path
+
+    from teaching.lessons import load_lessons
+    from teaching.scenario import parse_scenario, run_scenario
+
+    lessons, errors = load_lessons(str(Path(__file__).resolve().parents[2] / "lessons"))
+    assert not errors
+    text = next(lesson for lesson in lessons if lesson.title.startswith("Sliding windows")).scenario.text
+    assert run_scenario(text).engine.get_request("r2").num_cached_tokens == 0
+    without = parse_scenario(text.replace("layers sliding:8,full", ""))
+    assert run_scenario(without).engine.get_request("r2").num_cached_tokens == 16
