@@ -6,7 +6,13 @@ from dataclasses import dataclass
 
 from engine.errors import ConfigError
 from engine.hashing import HASH_FUNCTIONS
-from engine.vllm_versions import DEFAULT_VLLM_VERSION, VllmVersion, get_vllm_version, version_for_free_policy
+from engine.vllm_versions import (
+    DEFAULT_VLLM_VERSION,
+    VllmVersion,
+    get_vllm_version,
+    require_sliding_window_rules,
+    version_for_free_policy,
+)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 BACKENDS = ("model", "simulator")
@@ -23,6 +29,9 @@ class EngineConfig:
     ``vllm_version`` ("0.33", "0.25" or "0.23") picks every rule that differs between vLLM
     releases (:mod:`engine.vllm_versions`). ``free_policy`` is its older, narrower name:
     "classic" means 0.23, "vllm" keeps ``vllm_version`` unless that is 0.23.
+    ``layer_pattern`` names the model's attention layers, e.g. ``"sliding:512*5,full"`` (Gemma-3
+    like); with a sliding window the cache has several KV cache groups as vLLM 0.33 forms them
+    (:mod:`engine.kv_cache.kv_cache_spec`). Hybrid patterns run on the simulator only.
     """
 
     model: str = DEFAULT_MODEL
@@ -43,6 +52,7 @@ class EngineConfig:
     gpu_memory_utilization: float = 0.5
     enable_events: bool = True
     seed: int = 0
+    layer_pattern: str | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -56,6 +66,27 @@ class EngineConfig:
             raise ConfigError(f"Unknown hash algorithm {self.hash_algo!r}; choose one of {sorted(HASH_FUNCTIONS)}.")
         if self.max_num_batched_tokens < 1 or self.max_num_seqs < 1:
             raise ConfigError("max_num_batched_tokens and max_num_seqs must be at least 1.")
+        if self.has_sliding_window:
+            require_sliding_window_rules(self.version.name)
+            if self.backend != "simulator":
+                raise ConfigError(
+                    "A layer pattern with sliding windows runs on the simulator (backend='simulator'): "
+                    "the model back end keeps one block table for all layers."
+                )
+
+    @property
+    def layer_windows(self) -> list[int | None] | None:
+        """Each layer's sliding window (None = full attention), or None without a pattern."""
+        if self.layer_pattern is None:
+            return None
+        from engine.kv_cache.kv_cache_spec import parse_layer_pattern
+
+        return parse_layer_pattern(self.layer_pattern)
+
+    @property
+    def has_sliding_window(self) -> bool:
+        windows = self.layer_windows
+        return windows is not None and any(w is not None for w in windows)
 
     @property
     def version(self) -> VllmVersion:

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from engine.hashing import BlockHash, external_block_hash
 
 MEDIUM_GPU = "GPU"
-#: One KV cache group (every layer is full attention), as vLLM annotates its stored events.
+#: The defaults for one KV cache group of full attention; a hybrid model's groups set their own.
 KV_CACHE_GROUP_IDX = 0
 KV_CACHE_SPEC_KIND = "full_attention"
 
@@ -55,9 +55,12 @@ class BlockStored(Event):
     extra_keys: list[tuple | None] | None = None
     block_ids: list[int] = field(default_factory=list)
     request_id: str | None = None
+    group_idx: int = KV_CACHE_GROUP_IDX
+    kv_cache_spec_kind: str = KV_CACHE_SPEC_KIND
+    kv_cache_spec_sliding_window: int | None = None
 
     def published(self) -> dict[str, Any]:
-        """vLLM's ``BlockStored`` fields (one KV cache group of full attention)."""
+        """vLLM's ``BlockStored`` fields (the group and its spec as vLLM 0.33 annotates them)."""
         return {
             "block_hashes": [external_block_hash(h) for h in self.block_hashes],
             "parent_block_hash": None if self.parent_block_hash is None else external_block_hash(self.parent_block_hash),
@@ -67,9 +70,9 @@ class BlockStored(Event):
             "medium": self.medium,
             "lora_name": self.lora_name,
             "extra_keys": None if self.extra_keys is None else list(self.extra_keys),
-            "group_idx": KV_CACHE_GROUP_IDX,
-            "kv_cache_spec_kind": KV_CACHE_SPEC_KIND,
-            "kv_cache_spec_sliding_window": None,
+            "group_idx": self.group_idx,
+            "kv_cache_spec_kind": self.kv_cache_spec_kind,
+            "kv_cache_spec_sliding_window": self.kv_cache_spec_sliding_window,
         }
 
 
@@ -82,13 +85,14 @@ class BlockRemoved(Event):
     medium: str = MEDIUM_GPU
     block_ids: list[int] = field(default_factory=list)
     request_id: str | None = None  # whose allocation needed the block
+    group_idx: int = KV_CACHE_GROUP_IDX
 
     def published(self) -> dict[str, Any]:
         """vLLM's ``BlockRemoved`` fields."""
         return {
             "block_hashes": [external_block_hash(h) for h in self.block_hashes],
             "medium": self.medium,
-            "group_idx": KV_CACHE_GROUP_IDX,
+            "group_idx": self.group_idx,
         }
 
 
@@ -163,6 +167,21 @@ class BlocksFreed(Event):
     block_ids: list[int]
     prepended_block_ids: list[int]  # to the head: reused first
     appended_block_ids: list[int]  # to the tail: most recently used
+
+
+@dataclass(frozen=True)
+class BlocksReleased(Event):
+    """A sliding-window group gave back blocks its window left behind (null in their place).
+
+    The request keeps running; ``block_ids`` are in the order freed (last skipped block first).
+    """
+
+    kind: ClassVar[str] = "release"
+    request_id: str
+    group_idx: int
+    block_ids: list[int]
+    prepended_block_ids: list[int]
+    appended_block_ids: list[int]
 
 
 @dataclass(frozen=True)

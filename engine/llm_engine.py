@@ -15,7 +15,7 @@ from typing import Any
 from engine.backend import Backend
 from engine.config import EngineConfig
 from engine.errors import InvalidRequestError, UnknownRequestError
-from engine.kv_cache import KVCacheManager
+from engine.kv_cache.factory import build_kv_cache_manager
 from engine.outputs import RequestMetrics, RequestOutput
 from engine.request import Request, RequestStatus, SamplingParams, validate_token_ids
 from engine.scheduler import Scheduler, SchedulerOutput
@@ -42,16 +42,7 @@ class LLMEngine:
         self.config = config or EngineConfig()
         self.backend: Backend = backend if backend is not None else build_backend(self.config, progress)
         num_blocks = self.config.num_blocks or self.backend.preferred_num_blocks() or SIMULATOR_DEFAULT_NUM_BLOCKS
-        self.kv_cache_manager = KVCacheManager(
-            num_blocks,
-            self.config.block_size,
-            enable_caching=self.config.enable_prefix_caching,
-            hash_algo=self.config.hash_algo,
-            hash_seed=self.config.hash_seed,
-            vllm_version=self.config.version.name,
-            watermark=self.config.watermark,
-            enable_events=self.config.enable_events,
-        )
+        self.kv_cache_manager = build_kv_cache_manager(self.config, num_blocks)
         self.backend.allocate_kv_cache(num_blocks, self.config.block_size)
         self.scheduler = Scheduler(self.kv_cache_manager, self.config.max_num_batched_tokens, self.config.max_num_seqs)
         self.tokenizer = self.backend.tokenizer

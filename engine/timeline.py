@@ -18,6 +18,7 @@ from engine.events import (
     BlockRemoved,
     BlocksAllocated,
     BlocksFreed,
+    BlocksReleased,
     BlockStored,
     BlocksTouched,
     Event,
@@ -104,6 +105,14 @@ class CacheSnapshot:
             self.free_queue[:0] = event.prepended_block_ids
             self.free_queue.extend(event.appended_block_ids)
             self.block_tables.pop(event.request_id, None)
+        elif isinstance(event, BlocksReleased):
+            for block_id in event.block_ids:
+                self.ref_cnt[block_id] -= 1
+            self.free_queue[:0] = event.prepended_block_ids
+            self.free_queue.extend(event.appended_block_ids)
+            released = set(event.block_ids)
+            table = self.block_tables.get(event.request_id, [])
+            self.block_tables[event.request_id] = [0 if b in released else b for b in table]
         elif isinstance(event, AllBlocksCleared):
             self.hash_table.clear()
             self.block_hash = [None] * self.num_blocks

@@ -43,6 +43,7 @@ class VllmVersion:
     tagged_extra_keys: bool  # ("lora", name, path) / ("cache_salt", s) instead of bare values
     fixed_default_seed: bool  # NONE_HASH from "vllm-none-hash" (sha256) instead of os.urandom
     array_like_events: bool  # KV events encoded as msgpack arrays instead of maps
+    sliding_window_groups: bool = False  # hybrid KV cache groups (sliding window + full) reproduced
     why: Mapping[str, str] = field(default_factory=dict)
 
     def rules(self) -> list[tuple[str, str, str]]:
@@ -54,6 +55,7 @@ class VllmVersion:
             "tagged_extra_keys": "tagged" if self.tagged_extra_keys else "plain",
             "fixed_default_seed": "fixed" if self.fixed_default_seed else "random",
             "array_like_events": "arrays" if self.array_like_events else "maps",
+            "sliding_window_groups": "reproduced" if self.sliding_window_groups else "refused",
         }
         return [(rule, value, self.why[rule]) for rule, value in values.items()]
 
@@ -61,6 +63,10 @@ class VllmVersion:
 #: Reasons shared by several versions (the rule did not change between them).
 _WHY_PLAIN_EXTRA_KEYS = "The LoRA name and the cache salt go into the hash as bare strings."
 _WHY_RANDOM_SEED = "NONE_HASH is os.urandom(32) unless PYTHONHASHSEED is set, so hashes differ per process."
+_WHY_NO_WINDOWS = (
+    "vLLM has hybrid KV cache groups at this release too, but PrefixLab has not checked its sliding-window "
+    "and coordinator rules against this wheel, so a layer pattern with a window is refused."
+)
 _WHY_WATERMARK = "int(watermark * num_blocks) blocks stay free when admitting a waiting/preempted request, but only while some request is already running."
 
 
@@ -82,6 +88,7 @@ _V023 = VllmVersion(
         "tagged_extra_keys": _WHY_PLAIN_EXTRA_KEYS,
         "fixed_default_seed": _WHY_RANDOM_SEED,
         "array_like_events": "KVCacheEvent is an array_like msgspec struct: events travel as msgpack arrays.",
+        "sliding_window_groups": _WHY_NO_WINDOWS,
     },
 )
 
@@ -103,6 +110,7 @@ _V025 = VllmVersion(
         "tagged_extra_keys": _WHY_PLAIN_EXTRA_KEYS,
         "fixed_default_seed": _WHY_RANDOM_SEED,
         "array_like_events": "KV events are msgpack maps (field names included), so new fields can be added.",
+        "sliding_window_groups": _WHY_NO_WINDOWS,
     },
 )
 
@@ -117,6 +125,7 @@ _V033 = VllmVersion(
     tagged_extra_keys=True,
     fixed_default_seed=True,
     array_like_events=False,
+    sliding_window_groups=True,
     why={
         "free_policy": "free_blocks prepends blocks without a hash (or every block when caching is off) and appends hashed ones.",
         "watermark": _WHY_WATERMARK,
@@ -124,6 +133,11 @@ _V033 = VllmVersion(
         "tagged_extra_keys": "Extra keys say where they come from, ('lora', name, path) and ('cache_salt', salt): re-pointing a LoRA name at another adapter no longer reuses its KV.",
         "fixed_default_seed": "sha256 cannot be steered into collisions, so NONE_HASH comes from the fixed seed 'vllm-none-hash' and hashes match across processes; xxhash keeps a secret random seed.",
         "array_like_events": "KV events are msgpack maps; BlockStored still publishes the extra keys untagged.",
+        "sliding_window_groups": (
+            "Several KV cache groups over one pool, keyed (block hash, group): a sliding-window group releases "
+            "blocks that leave its window and needs only the window cached for a hit; the hybrid coordinator "
+            "agrees on one hit length for all groups (checked against the 0.33.0 wheel)."
+        ),
     },
 )
 
@@ -154,3 +168,14 @@ def version_for_free_policy(free_policy: str, preferred: str = DEFAULT_VLLM_VERS
 def version_choices() -> list[tuple[str, str, str]]:
     """``(name, label, summary)`` for each version, oldest first (for a selector or a legend)."""
     return [(v.name, v.label, v.summary) for v in VLLM_VERSIONS.values()]
+
+
+def require_sliding_window_rules(vllm_version: str) -> None:
+    """A clear error for versions whose sliding-window rules PrefixLab does not reproduce."""
+    version = get_vllm_version(vllm_version)
+    if not version.sliding_window_groups:
+        raise ConfigError(
+            f"Sliding-window (hybrid) KV cache groups follow vLLM 0.33's rules only; "
+            f"{version.label} is not reproduced for them. Use vllm_version='0.33' or a layer pattern "
+            f"of full attention only. ({version.why['sliding_window_groups']})"
+        )

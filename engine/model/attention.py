@@ -83,6 +83,19 @@ class AttentionMetadata:
     seqs: list[SequenceSlice] = field(default_factory=list)  # every request, in batch order
     decode: DecodeBatch | None = None  # the one-token requests, batched
     num_tokens: int = 0
+    sliding_window: int | None = None  # each query sees only the last this-many positions (itself included)
+    chunks: list[tuple[list[int], int, int]] = field(default_factory=list, repr=False)  # what build() was given
+    block_size: int = 0
+    windowed: dict[int, AttentionMetadata] = field(default_factory=dict, repr=False)
+
+    def for_window(self, sliding_window: int | None) -> AttentionMetadata:
+        """The same batch for a sliding-window layer (built once per window, shared by its layers)."""
+        if sliding_window is None or sliding_window == self.sliding_window:
+            return self
+        if sliding_window not in self.windowed:
+            self.windowed[sliding_window] = AttentionMetadata.build(
+                self.chunks, self.block_size, self.slot_mapping.device, sliding_window=sliding_window)
+        return self.windowed[sliding_window]
 
     @property
     def prefills(self) -> list[SequenceSlice]:
@@ -90,8 +103,15 @@ class AttentionMetadata:
         return [seq for seq in self.seqs if seq.query_len > 1]
 
     @classmethod
-    def build(cls, chunks: list[tuple[list[int], int, int]], block_size: int, device: torch.device | str) -> AttentionMetadata:
-        """``chunks``: per request ``(block_table, num_computed_tokens, num_new_tokens)``, in batch order."""
+    def build(cls, chunks: list[tuple[list[int], int, int]], block_size: int, device: torch.device | str,
+              sliding_window: int | None = None) -> AttentionMetadata:
+        """``chunks``: per request ``(block_table, num_computed_tokens, num_new_tokens)``, in batch order.
+
+        With ``sliding_window`` W, query position q sees keys q - W < k <= q (transformers' and vLLM's
+        convention); every mask below gets that lower edge, and a prefill from position 0 longer than
+        the window needs an explicit mask instead of plain causal attention.
+        """
+        window = sliding_window
         slots: list[int] = []
         seqs = []
         decode_rows: list[int] = []
@@ -106,17 +126,19 @@ class AttentionMetadata:
                 decode_rows.append(len(slots) - 1)
                 decode_tables.append(table)
                 decode_lens.append(end)
-            elif start > 0:
+            elif start > 0 or (window is not None and end > window):
                 # A chunk after a cached/computed prefix: query i sits at position start + i and may
                 # see keys 0 .. start + i (all of the prefix, and the chunk up to itself).
                 query_pos = torch.arange(start, end, device=device)
                 span = (min(table), max(table) + 1 - min(table)) if consecutive_enough(table) else None
                 key_pos = key_positions(table, span, block_size, device) if span else torch.arange(end, device=device)
                 mask = (key_pos[None, :] >= 0) & (key_pos[None, :] <= query_pos[:, None])
+                if window is not None:
+                    mask &= key_pos[None, :] > query_pos[:, None] - window
             seqs.append(SequenceSlice(
                 query_start=len(slots) - num_new, query_len=num_new, context_len=end,
                 block_table=torch.tensor(table, dtype=torch.long, device=device),
-                mask=mask, is_causal=num_new > 1 and start == 0, span=span,
+                mask=mask, is_causal=num_new > 1 and mask is None, span=span,
             ))
         decode = None
         if decode_rows:
@@ -124,14 +146,18 @@ class AttentionMetadata:
             contiguous = first if decode_rows == list(range(first, first + len(decode_rows))) else None
             rows = torch.tensor(decode_rows, dtype=torch.long, device=device)
             if reads_shared_context(decode_tables):
-                decode = shared_context_decode(rows, contiguous, decode_tables, decode_lens, block_size, device)
+                decode = shared_context_decode(rows, contiguous, decode_tables, decode_lens, block_size, device, window)
             else:
                 width = max(len(t) for t in decode_tables)
                 tables = torch.tensor([t + [0] * (width - len(t)) for t in decode_tables], dtype=torch.long, device=device)
                 lens = torch.tensor(decode_lens, device=device)
-                key_mask = (torch.arange(width * block_size, device=device)[None, :] < lens[:, None])[:, None, None, :]
-                decode = DecodeBatch(rows, tables, key_mask, contiguous)
-        return cls(torch.tensor(slots, dtype=torch.long, device=device), seqs, decode, len(slots))
+                key_index = torch.arange(width * block_size, device=device)[None, :]
+                key_mask = key_index < lens[:, None]
+                if window is not None:
+                    key_mask &= key_index >= lens[:, None] - window
+                decode = DecodeBatch(rows, tables, key_mask[:, None, None, :], contiguous)
+        return cls(torch.tensor(slots, dtype=torch.long, device=device), seqs, decode, len(slots),
+                   sliding_window=window, chunks=chunks, block_size=block_size)
 
 
 #: Gather the union of a decode batch's blocks when the padded gather would copy at least this many
@@ -174,7 +200,7 @@ def consecutive_enough(blocks: Collection[int]) -> bool:
 
 
 def shared_context_decode(rows: torch.Tensor, contiguous_from: int | None, tables: list[list[int]], lens: list[int],
-                          block_size: int, device: torch.device | str) -> DecodeBatch:
+                          block_size: int, device: torch.device | str, window: int | None = None) -> DecodeBatch:
     """A decode batch over the union of its blocks: which of the union's keys each request may see."""
     blocks = sorted({b for t in tables for b in t})
     span_start = blocks[0] if consecutive_enough(blocks) else None
@@ -187,7 +213,11 @@ def shared_context_decode(rows: torch.Tensor, contiguous_from: int | None, table
     # Tokens of each (request, block) that hold context: all of a full block, fewer in the last one.
     filled = (torch.tensor(lens, device=device)[owner] - index_in_table * block_size).clamp(0, block_size)
     mask = torch.zeros(len(tables), union.shape[0], block_size, dtype=torch.bool, device=device)
-    mask[owner, torch.searchsorted(union, flat)] = torch.arange(block_size, device=device)[None, :] < filled[:, None]
+    visible = torch.arange(block_size, device=device)[None, :] < filled[:, None]
+    if window is not None:  # and not before the window: position >= len - window
+        position = index_in_table[:, None] * block_size + torch.arange(block_size, device=device)[None, :]
+        visible &= position >= (torch.tensor(lens, device=device)[owner] - window)[:, None]
+    mask[owner, torch.searchsorted(union, flat)] = visible
     return DecodeBatch(rows, None, mask.view(len(tables), -1), contiguous_from, shared_blocks=union, span_start=span_start)
 
 

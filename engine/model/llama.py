@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from engine.errors import ConfigError
+from engine.kv_cache.kv_cache_spec import layer_pattern_from_hf_config
 from engine.model.attention import AttentionMetadata, paged_attention
 from engine.model.kv_tensors import PagedKVCache
 from engine.model.layers import Projection, RotaryEmbedding, attention_scale, rms_norm
@@ -80,6 +81,10 @@ class LlamaForward:
         self.rope = RotaryEmbedding(config, self.head_dim, max_model_len, self.model.embed_tokens.weight.device)
         packed = projections(hf_model)
         self.layers, self.logits_projection = packed.layers, packed.lm_head
+        # Each layer's sliding window as the config declares it (Qwen2 layer_types, Mistral
+        # sliding_window), None for full attention. The cache keeps every block (one group, like
+        # vLLM with its hybrid manager disabled); only the attention masks change.
+        self.layer_windows = layer_pattern_from_hf_config(config) or [None] * self.num_layers
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata,
                 kv_cache: PagedKVCache) -> torch.Tensor:
@@ -92,7 +97,8 @@ class LlamaForward:
             h = rms_norm(x, w.input_norm, self.eps)
             qkv = w.qkv(h).view(n, heads + 2 * kv_heads, self.head_dim)
             qk = self.rope.rotate(qkv[:, :heads + kv_heads], cos, sin)  # q and k heads rotated together
-            o = paged_attention(qk[:, :heads], qk[:, heads:], qkv[:, heads + kv_heads:], kv_cache[i], meta, self.scale)
+            layer_meta = meta.for_window(self.layer_windows[i])
+            o = paged_attention(qk[:, :heads], qk[:, heads:], qkv[:, heads + kv_heads:], kv_cache[i], layer_meta, self.scale)
             x = w.o_proj.add_to(o.reshape(n, -1), x)
 
             h = rms_norm(x, w.post_norm, self.eps)

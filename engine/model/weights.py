@@ -23,12 +23,9 @@ from engine.model.tokenizer import TextTokenizer
 
 
 def context_length(config: object) -> int:
-    """Longest sequence the model handles; a sliding window, when used, caps it (we attend fully)."""
-    length = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or 2048
-    window = getattr(config, "sliding_window", None)
-    if window and getattr(config, "use_sliding_window", True):
-        length = min(length, window)
-    return length
+    """Longest sequence the model handles. A sliding window does not cap it: the forward pass masks
+    each windowed layer's attention to its window (see LlamaForward.layer_windows)."""
+    return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or 2048
 
 
 def model_forward(hf_model: object, max_model_len: int) -> LlamaForward | GPT2Forward:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from engine.config import EngineConfig
 from engine.errors import PrefixLabError
 from engine.events import Event
+from engine.kv_cache.kv_cache_spec import parse_layer_pattern
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
 from engine.timeline import Timeline
@@ -33,6 +34,8 @@ from teaching import limits
 MAX_RUN_STEPS = limits.MAX_STEP_COUNT
 DEFAULT_NUM_BLOCKS = 11
 DEFAULT_BLOCK_SIZE = 4
+#: The most layers a scenario's ``layers`` pattern may name (one period of the pattern is enough).
+MAX_PATTERN_LAYERS = 16
 
 
 class ScenarioError(PrefixLabError, ValueError):
@@ -103,6 +106,7 @@ class Scenario:
     block_size: int | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    layer_pattern: str | None = None  # "layers sliding:8*5,full": a hybrid model's KV cache groups
     actions: list[Action] = field(default_factory=list)
     text: str = ""
 
@@ -252,6 +256,16 @@ def parse_scenario(text: str) -> Scenario:
             if not rest or " " in rest:
                 raise ScenarioError(line_no, f"'{keyword}' needs one number, like '{keyword} 8'.")
             setattr(scenario, name, _parse_int(rest, keyword, line_no, _SETTING_MINIMUM[name], _SETTING_MAXIMUM[name]))
+        elif keyword == "layers":
+            if scenario.actions:
+                raise ScenarioError(line_no, "'layers' is a setting: put it before the first request or step.")
+            try:
+                windows = parse_layer_pattern(rest)
+            except PrefixLabError as exc:
+                raise ScenarioError(line_no, f"'layers {rest}': {exc}") from None
+            if len(windows) > MAX_PATTERN_LAYERS:
+                raise ScenarioError(line_no, f"'layers' names {len(windows)} layers; at most {MAX_PATTERN_LAYERS} here.")
+            scenario.layer_pattern = rest
         elif keyword == "request":
             if len(seen) >= limits.MAX_REQUESTS:
                 raise ScenarioError(line_no, f"a scenario may add at most {limits.MAX_REQUESTS} requests.")
@@ -278,7 +292,7 @@ def parse_scenario(text: str) -> Scenario:
         else:
             raise ScenarioError(
                 line_no,
-                f"unknown command {keyword!r}. Lines start with one of: blocks, block_size, "
+                f"unknown command {keyword!r}. Lines start with one of: blocks, block_size, layers, "
                 "max_num_batched_tokens, max_num_seqs, request, step, run, finish, reset (or # for a comment).",
             )
     if comments:
@@ -413,6 +427,8 @@ def run_scenario(
         config_kwargs["max_num_batched_tokens"] = scenario.max_num_batched_tokens
     if scenario.max_num_seqs is not None:
         config_kwargs["max_num_seqs"] = scenario.max_num_seqs
+    if scenario.layer_pattern is not None:
+        config_kwargs["layer_pattern"] = scenario.layer_pattern
     for name, value, maximum in (("blocks", num_blocks, limits.MAX_NUM_BLOCKS), ("block_size", block_size, limits.MAX_BLOCK_SIZE)):
         if value is not None and value > maximum:
             raise ScenarioError(None, f"{name} must be at most {maximum:,} on this server, got {value:,}.")
