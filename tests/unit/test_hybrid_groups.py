@@ -165,7 +165,7 @@ def test_simulator_engine_runs_a_gemma3_like_pattern():
 
 
 def test_scenario_layers_setting():
-    from teaching.scenario import ScenarioError, parse_scenario, run_scenario
+    from teaching.scenarios.scenario import ScenarioError, parse_scenario, run_scenario
 
     assert parse_scenario("layers sliding:8*5,full\nrequest r: a b").layer_pattern == "sliding:8*5,full"
     with pytest.raises(ScenarioError, match="Line 1"):
@@ -180,8 +180,8 @@ def test_the_sliding_window_lesson_claims_hold():
     """Lesson 12 says: with the window r2 gets nothing from the cache, without it all 16 tokens."""
     from pathlib import Path
 
-    from teaching.lessons import load_lessons
-    from teaching.scenario import parse_scenario, run_scenario
+    from teaching.lessons.loader import load_lessons
+    from teaching.scenarios.scenario import parse_scenario, run_scenario
 
     lessons, errors = load_lessons(str(Path(__file__).resolve().parents[2] / "lessons"))
     assert not errors
