@@ -6,8 +6,10 @@ tests find the venv (or skip, with the reason) through :func:`tests.server.vllm_
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import time
 import urllib.error
@@ -35,13 +37,17 @@ class VllmServer:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
 
     def stop(self) -> None:
+        """Stop the server and every process it started (its engine core and workers share its group)."""
         if self.process.poll() is None:
-            self.process.terminate()
+            os.killpg(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # what outlived the API server
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
 
 
 def start_vllm(python: Path, model_folder: str, http_port: int, events_port: int, replay_port: int,
