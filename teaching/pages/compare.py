@@ -90,7 +90,7 @@ def _result(key: str, label: str, engine: LLMEngine) -> PolicyResult:
 
 def _engine(caching: bool, policy: str, num_blocks: int, block_size: int, **extra: Any) -> LLMEngine:
     return LLMEngine(EngineConfig(backend="simulator", num_blocks=num_blocks, block_size=block_size,
-                                  enable_prefix_caching=caching, free_policy=policy, **extra))
+                                  enable_prefix_caching=caching, vllm_version=policy, **extra))
 
 
 def compare_trace(spec: TraceSpec) -> list[PolicyResult]:
