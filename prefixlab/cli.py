@@ -18,6 +18,7 @@ import sys
 from engine.config import DEFAULT_MODEL
 from engine.errors import PrefixLabError
 from engine.huge_pages import restart_on_huge_pages
+from engine.vllm_versions import DEFAULT_VLLM_VERSION, LEGACY_VERSION_NAMES, VLLM_VERSIONS
 from teaching.traces.command import add_trace_parser, run_trace
 
 
@@ -104,7 +105,7 @@ def replay(args: argparse.Namespace) -> int:
                   f"{', '.join(BUILTIN_SCENARIOS)}", file=sys.stderr)
             return 2
     try:
-        run = run_scenario(text, args.policy)
+        run = run_scenario(text, args.vllm_version)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -194,7 +195,10 @@ def main(argv: list[str] | None = None) -> int:
 
     rep = commands.add_parser("replay", help="play a scenario on the simulator and print every cache event in words")
     rep.add_argument("scenario", help="a scenario file (docs/scenarios.md), or a built-in name such as design-doc")
-    rep.add_argument("--policy", choices=["vllm", "classic"], default="vllm", help="free rule (default vllm)")
+    rep.add_argument("--vllm-version", default=DEFAULT_VLLM_VERSION, choices=[*VLLM_VERSIONS, *LEGACY_VERSION_NAMES],
+                     help=f"whose cache rules to follow (default {DEFAULT_VLLM_VERSION})")
+    rep.add_argument("--policy", dest="vllm_version", choices=list(LEGACY_VERSION_NAMES),
+                     help=argparse.SUPPRESS)  # the older spelling: vllm = the default, classic = 0.23
 
     add_trace_parser(commands)
 
