@@ -18,7 +18,6 @@ import sys
 from engine.config import DEFAULT_MODEL
 from engine.errors import PrefixLabError
 from engine.huge_pages import restart_on_huge_pages
-from engine.vllm_versions import DEFAULT_VLLM_VERSION, LEGACY_VERSION_NAMES, VLLM_VERSIONS
 from teaching.traces.command import add_trace_parser, run_trace
 
 
@@ -169,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from engine.config import EngineConfig
     from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerLimits
+    from engine.vllm_versions import DEFAULT_VLLM_VERSION, LEGACY_VERSION_NAMES, VLLM_VERSIONS
 
     limits, engine_defaults = ServerLimits(), EngineConfig(backend="simulator")
     srv = commands.add_parser("serve", help="one shared engine for the room behind an OpenAI-compatible API")
