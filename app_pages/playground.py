@@ -83,7 +83,7 @@ def engine() -> LLMEngine:
     lab = current_settings()  # the shared sidebar: block size (empty = 16), free policy, hash algorithm
     wanted = (s["pg_caching"], s["pg_kv_mib"], lab.block_size or 16, lab.free_policy, lab.hash_algo)
     if s.get("pg_engine") is None or s.get("pg_engine_settings") != wanted:
-        config = EngineConfig(enable_prefix_caching=wanted[0], block_size=wanted[2], free_policy=wanted[3],
+        config = EngineConfig(enable_prefix_caching=wanted[0], block_size=wanted[2], vllm_version=wanted[3],
                               hash_algo=wanted[4])
         s["pg_engine"] = None  # the old pool goes back to the shared budget first
         try:

@@ -6,13 +6,7 @@ from dataclasses import dataclass
 
 from engine.errors import ConfigError
 from engine.hashing import HASH_FUNCTIONS
-from engine.vllm_versions import (
-    DEFAULT_VLLM_VERSION,
-    VllmVersion,
-    get_vllm_version,
-    require_sliding_window_rules,
-    version_for_free_policy,
-)
+from engine.vllm_versions import DEFAULT_VLLM_VERSION, VllmVersion, get_vllm_version, require_sliding_window_rules
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 BACKENDS = ("model", "simulator")
@@ -27,8 +21,8 @@ class EngineConfig:
     ``num_blocks=None`` sizes the pool from a memory budget (``kv_cache_memory_mib`` on
     CPU, ``gpu_memory_utilization`` on CUDA) for the model, or 64 blocks for the simulator.
     ``vllm_version`` ("0.33", "0.25" or "0.23") picks every rule that differs between vLLM
-    releases (:mod:`engine.vllm_versions`). ``free_policy`` is its older, narrower name:
-    "classic" means 0.23, "vllm" keeps ``vllm_version`` unless that is 0.23.
+    releases (:mod:`engine.vllm_versions`); the older spellings "vllm" (the default) and "classic"
+    (0.23) still read.
     ``layer_pattern`` names the model's attention layers, e.g. ``"sliding:512*5,full"`` (Gemma-3
     like); with a sliding window the cache has several KV cache groups as vLLM 0.33 forms them
     (:mod:`engine.kv_cache.kv_cache_spec`). Hybrid patterns run on the simulator only.
@@ -40,7 +34,6 @@ class EngineConfig:
     num_blocks: int | None = None
     enable_prefix_caching: bool = True
     vllm_version: str = DEFAULT_VLLM_VERSION
-    free_policy: str | None = None
     hash_algo: str = "sha256"
     hash_seed: str | None = None
     device: str = "auto"
@@ -61,7 +54,7 @@ class EngineConfig:
             raise ConfigError(f"block_size must be an integer >= 1, got {self.block_size!r}.")
         if self.num_blocks is not None and (not isinstance(self.num_blocks, int) or self.num_blocks < 2):
             raise ConfigError(f"num_blocks must be at least 2 (block 0 is reserved), got {self.num_blocks!r}.")
-        self.version  # noqa: B018  (validates vllm_version and free_policy)
+        self.version  # noqa: B018  (validates vllm_version)
         if self.hash_algo not in HASH_FUNCTIONS:
             raise ConfigError(f"Unknown hash algorithm {self.hash_algo!r}; choose one of {sorted(HASH_FUNCTIONS)}.")
         if self.max_num_batched_tokens < 1 or self.max_num_seqs < 1:
@@ -90,7 +83,5 @@ class EngineConfig:
 
     @property
     def version(self) -> VllmVersion:
-        """The vLLM release whose rules this engine follows (``free_policy`` applied)."""
-        if self.free_policy is not None:
-            return version_for_free_policy(self.free_policy, self.vllm_version)
+        """The vLLM release whose rules this engine follows."""
         return get_vllm_version(self.vllm_version)

@@ -144,25 +144,22 @@ _V033 = VllmVersion(
 #: Every reproduced version, oldest first.
 VLLM_VERSIONS: dict[str, VllmVersion] = {v.name: v for v in (_V023, _V025, _V033)}
 DEFAULT_VLLM_VERSION = "0.33"
+#: Older spellings of a version, named after its free rule: URLs (``policy=classic``), ``--policy``
+#: and lesson files (``policies: [vllm, classic]``) written before ``vllm_version`` was the one knob.
+LEGACY_VERSION_NAMES: dict[str, str] = {"vllm": DEFAULT_VLLM_VERSION, "classic": "0.23"}
+
+
+def resolve_vllm_version(name: str) -> str:
+    """``name`` as a release ("0.33", "0.25", "0.23"); the older spellings "vllm" and "classic" read too."""
+    return LEGACY_VERSION_NAMES.get(str(name), str(name))
 
 
 def get_vllm_version(name: str) -> VllmVersion:
-    """The rules of ``name`` ("0.33", "0.25" or "0.23"), or a clear error."""
-    version = VLLM_VERSIONS.get(str(name))
+    """The rules of ``name`` ("0.33", "0.25" or "0.23"; "vllm" and "classic" as older names), or a clear error."""
+    version = VLLM_VERSIONS.get(resolve_vllm_version(name))
     if version is None:
         raise ConfigError(f"Unknown vllm_version {name!r}; choose one of {list(VLLM_VERSIONS)}.")
     return version
-
-
-def version_for_free_policy(free_policy: str, preferred: str = DEFAULT_VLLM_VERSION) -> VllmVersion:
-    """The version a legacy ``free_policy`` stands for: ``preferred`` if it has that rule, else
-    the newest version that does ("classic" is what 0.23 does)."""
-    if free_policy not in FREE_POLICIES:
-        raise ConfigError(f"Unknown free policy {free_policy!r}; choose one of {list(FREE_POLICIES)}.")
-    wanted = get_vllm_version(preferred)
-    if wanted.free_policy == free_policy:
-        return wanted
-    return next(v for v in reversed(VLLM_VERSIONS.values()) if v.free_policy == free_policy)
 
 
 def version_choices() -> list[tuple[str, str, str]]:

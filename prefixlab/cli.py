@@ -62,6 +62,12 @@ def serve(args: argparse.Namespace) -> int:
     except PrefixLabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    import importlib.util
+
+    missing = [name for name in ("fastapi", "uvicorn") if importlib.util.find_spec(name) is None]
+    if missing:
+        print(f"error: `prefixlab serve` needs {' and '.join(missing)}: pip install 'prefixlab[server]'", file=sys.stderr)
+        return 2
     return run_server(config, engine_config, args.host, args.port, progress=progress, executor=args.executor)
 
 
@@ -99,7 +105,7 @@ def replay(args: argparse.Namespace) -> int:
                   f"{', '.join(BUILTIN_SCENARIOS)}", file=sys.stderr)
             return 2
     try:
-        run = run_scenario(text, args.policy)
+        run = run_scenario(text, args.vllm_version)
     except ScenarioError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -116,17 +122,27 @@ def replay(args: argparse.Namespace) -> int:
 
 
 def run_app(extra: list[str]) -> int:
-    """``streamlit run app.py`` with the flags an offline classroom machine wants."""
-    import subprocess
-    from pathlib import Path
+    """``streamlit run app.py`` with the flags an offline classroom machine wants.
 
-    app_file = Path(__file__).resolve().parents[1] / "app.py"
-    if not app_file.exists():
-        print("error: app.py not found; run PrefixLab from its repository (pip install -e .)", file=sys.stderr)
+    Streamlit replaces this process (exec, not a child): the process the user started is the server,
+    so Ctrl-C or SIGTERM reaches it directly and stops it, and the port is free when it is gone.
+    """
+    import os
+
+    from prefixlab.app_files import app_root
+
+    root = app_root()
+    if root is None:
+        print("error: the app's files (app.py, app_pages/) were not found; reinstall PrefixLab "
+              "(pip install .) or run it from its repository", file=sys.stderr)
         return 2
-    command = [sys.executable, "-m", "streamlit", "run", str(app_file), "--server.fileWatcherType", "none",
+    command = [sys.executable, "-m", "streamlit", "run", str(root / "app.py"), "--server.fileWatcherType", "none",
                "--server.headless", "true", "--browser.gatherUsageStats", "false", *extra]
-    return subprocess.call(command, cwd=app_file.parent)
+    os.chdir(root)  # Streamlit reads .streamlit/config.toml from the working folder
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
+    return 0  # not reached: execv returns only by raising
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from engine.config import EngineConfig
     from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerLimits
+    from engine.vllm_versions import DEFAULT_VLLM_VERSION, LEGACY_VERSION_NAMES, VLLM_VERSIONS
 
     limits, engine_defaults = ServerLimits(), EngineConfig(backend="simulator")
     srv = commands.add_parser("serve", help="one shared engine for the room behind an OpenAI-compatible API")
@@ -181,7 +198,10 @@ def main(argv: list[str] | None = None) -> int:
 
     rep = commands.add_parser("replay", help="play a scenario on the simulator and print every cache event in words")
     rep.add_argument("scenario", help="a scenario file (docs/scenarios.md), or a built-in name such as design-doc")
-    rep.add_argument("--policy", choices=["vllm", "classic"], default="vllm", help="free rule (default vllm)")
+    rep.add_argument("--vllm-version", default=DEFAULT_VLLM_VERSION, choices=[*VLLM_VERSIONS, *LEGACY_VERSION_NAMES],
+                     help=f"whose cache rules to follow (default {DEFAULT_VLLM_VERSION})")
+    rep.add_argument("--policy", dest="vllm_version", choices=list(LEGACY_VERSION_NAMES),
+                     help=argparse.SUPPRESS)  # the older spelling: vllm = the default, classic = 0.23
 
     add_trace_parser(commands)
 

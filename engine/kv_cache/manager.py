@@ -19,7 +19,7 @@ from engine.kv_cache.block import KVCacheBlock
 from engine.kv_cache.block_pool import BlockPool
 from engine.kv_cache.stats import PrefixCacheStats
 from engine.request import Request, RequestStatus
-from engine.vllm_versions import DEFAULT_VLLM_VERSION, STATS_AT_ADMISSION, STATS_AT_LOOKUP, version_for_free_policy
+from engine.vllm_versions import DEFAULT_VLLM_VERSION, STATS_AT_ADMISSION, STATS_AT_LOOKUP
 
 
 def cdiv(a: int, b: int) -> int:
@@ -36,19 +36,15 @@ class KVCacheManager:
         hash_algo: str = "sha256",
         hash_seed: str | None = None,
         vllm_version: str = DEFAULT_VLLM_VERSION,
-        free_policy: str | None = None,
         watermark: float = 0.0,
         enable_events: bool = True,
         block_pool_cls: Callable[..., BlockPool] = BlockPool,
     ) -> None:
-        """``vllm_version`` picks every version-dependent rule (:mod:`engine.vllm_versions`);
-        ``free_policy`` is the older name of one of them ("classic" is what 0.23 does)."""
+        """``vllm_version`` picks every version-dependent rule (:mod:`engine.vllm_versions`)."""
         if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
             raise ConfigError(f"block_size must be an integer >= 1, got {block_size!r}.")
         if not 0.0 <= watermark < 1.0:
             raise ConfigError(f"watermark must be in [0, 1), got {watermark!r}.")
-        if free_policy is not None:
-            vllm_version = version_for_free_policy(free_policy, vllm_version).name
         self.hasher = BlockHasher(hash_algo, hash_seed, vllm_version)  # validates algorithm and version
         self.version = self.hasher.version
         self.events = EventLog(enabled=enable_events)

@@ -15,13 +15,15 @@ from engine.config import EngineConfig
 from engine.events import BlockRemoved
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
+from engine.vllm_versions import DEFAULT_VLLM_VERSION
 from teaching.scenarios.scenario import run_scenario
 
-#: (key, label, enable_prefix_caching, free_policy), in the order the charts show them.
+#: (key, label, enable_prefix_caching, vllm_version), in the order the charts show them. The keys
+#: and labels name the free rule ("classic" is 0.23's); the release is the engine's one knob.
 SETTINGS: tuple[tuple[str, str, bool, str], ...] = (
-    ("off", "caching off", False, "vllm"),
-    ("vllm", "vLLM (≥0.24)", True, "vllm"),
-    ("classic", "classic (≤0.23)", True, "classic"),
+    ("off", "caching off", False, DEFAULT_VLLM_VERSION),
+    ("vllm", "vLLM (≥0.24)", True, DEFAULT_VLLM_VERSION),
+    ("classic", "classic (≤0.23)", True, "0.23"),
 )
 
 
@@ -88,17 +90,17 @@ def _result(key: str, label: str, engine: LLMEngine) -> PolicyResult:
     )
 
 
-def _engine(caching: bool, policy: str, num_blocks: int, block_size: int, **extra: Any) -> LLMEngine:
+def _engine(caching: bool, vllm_version: str, num_blocks: int, block_size: int, **extra: Any) -> LLMEngine:
     return LLMEngine(EngineConfig(backend="simulator", num_blocks=num_blocks, block_size=block_size,
-                                  enable_prefix_caching=caching, free_policy=policy, **extra))
+                                  enable_prefix_caching=caching, vllm_version=vllm_version, **extra))
 
 
 def compare_trace(spec: TraceSpec) -> list[PolicyResult]:
     """Play the generated trace under every setting."""
     prompts = generate_trace(spec)
     results = []
-    for key, label, caching, policy in SETTINGS:
-        engine = _engine(caching, policy, spec.num_blocks, spec.block_size)
+    for key, label, caching, version in SETTINGS:
+        engine = _engine(caching, version, spec.num_blocks, spec.block_size)
         params = SamplingParams(max_tokens=spec.output_tokens)
         for start in range(0, len(prompts), spec.concurrency):
             for prompt in prompts[start:start + spec.concurrency]:
@@ -114,6 +116,6 @@ def compare_scenario(text: str, num_blocks: int | None = None, block_size: int |
 
     Raises :class:`~teaching.scenarios.scenario.ScenarioError` for a scenario that does not parse or play.
     """
-    runs = [(key, label, run_scenario(text, policy, enable_prefix_caching=caching, num_blocks=num_blocks,
-                                      block_size=block_size)) for key, label, caching, policy in SETTINGS]
+    runs = [(key, label, run_scenario(text, version, enable_prefix_caching=caching, num_blocks=num_blocks,
+                                      block_size=block_size)) for key, label, caching, version in SETTINGS]
     return [_result(key, label, run.engine) for key, label, run in runs]

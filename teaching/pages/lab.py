@@ -13,6 +13,7 @@ from engine.events import BlockRemoved, BlocksAllocated, Event, StepStarted
 from engine.hashing import short_hash
 from engine.kv_cache import FREE_POLICIES
 from engine.timeline import CacheSnapshot, block_contents, hit_blocks
+from engine.vllm_versions import resolve_vllm_version
 from teaching import limits
 from teaching.scenarios.describe import EVENT_TAGS, describe_event, tokens_label
 from teaching.scenarios.scenario import ScenarioRun, parse_scenario, run_scenario
@@ -55,8 +56,9 @@ def build_runs(
     """Parse once, play under each policy. Raises :class:`~teaching.scenarios.scenario.ScenarioError`."""
     scenario = parse_scenario(text)
     runs = {
-        # One time budget for both runs together: the lab plays each scenario twice.
-        policy: run_scenario(scenario, policy, block_size=block_size, num_blocks=num_blocks, hash_algo=hash_algo,
+        # One time budget for both runs together: the lab plays each scenario twice, once per free rule,
+        # each as the release that has it (resolve_vllm_version: "vllm" is 0.33, "classic" 0.23).
+        policy: run_scenario(scenario, resolve_vllm_version(policy), block_size=block_size, num_blocks=num_blocks, hash_algo=hash_algo,
                              time_budget_s=limits.SCENARIO_TIME_BUDGET_S / len(FREE_POLICIES))
         for policy in FREE_POLICIES
     }

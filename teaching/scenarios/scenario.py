@@ -28,6 +28,7 @@ from engine.kv_cache.kv_cache_spec import parse_layer_pattern
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
 from engine.timeline import Timeline
+from engine.vllm_versions import DEFAULT_VLLM_VERSION
 from teaching import limits
 
 #: Safety net for ``run``: a scenario that needs more steps than this is surely a mistake.
@@ -318,8 +319,13 @@ class ScenarioRun:
 
     scenario: Scenario
     engine: LLMEngine
-    free_policy: str
+    vllm_version: str  # the release whose rules it played ("0.33", "0.25", "0.23")
     spans: list[ActionSpan]
+
+    @property
+    def free_policy(self) -> str:
+        """The free rule of its version ("vllm" or "classic"): a fact of the version, not a setting."""
+        return self.engine.kv_cache_manager.version.free_policy
 
     @property
     def events(self) -> list[Event]:
@@ -402,7 +408,7 @@ def _play(engine: LLMEngine, action: Action, deadline: limits.Deadline) -> str:
 
 def run_scenario(
     scenario: Scenario | str,
-    free_policy: str = "vllm",
+    vllm_version: str = DEFAULT_VLLM_VERSION,
     *,
     enable_prefix_caching: bool = True,
     num_blocks: int | None = None,
@@ -412,7 +418,7 @@ def run_scenario(
     seed: int = 0,
     time_budget_s: float = limits.SCENARIO_TIME_BUDGET_S,
 ) -> ScenarioRun:
-    """Play ``scenario`` on a fresh simulator engine.
+    """Play ``scenario`` on a fresh simulator engine that follows ``vllm_version``'s rules.
 
     ``num_blocks`` / ``block_size`` override the scenario's own settings (the lab's
     sidebar); when both are ``None`` the scenario's values apply, then the defaults
@@ -437,7 +443,7 @@ def run_scenario(
             backend="simulator",
             num_blocks=num_blocks or scenario.num_blocks or DEFAULT_NUM_BLOCKS,
             block_size=block_size or scenario.block_size or DEFAULT_BLOCK_SIZE,
-            free_policy=free_policy,
+            vllm_version=vllm_version,
             enable_prefix_caching=enable_prefix_caching,
             hash_algo=hash_algo,
             hash_seed=hash_seed,
@@ -460,4 +466,4 @@ def run_scenario(
         except (PrefixLabError, ValueError, RuntimeError) as exc:
             raise ScenarioError(action.line_no, f"{action.source!r} failed: {exc}") from exc
         spans.append(ActionSpan(action, start, len(events), note))
-    return ScenarioRun(scenario, engine, free_policy, spans)
+    return ScenarioRun(scenario, engine, engine.kv_cache_manager.version.name, spans)

@@ -250,7 +250,7 @@ def make_manager(policy: str, num_blocks: int, *, belady: BeladyNextUse | None =
         raise ConfigError(f"Unknown policy {policy!r}; choose one of {list(POLICIES)}.")
     common = dict(enable_events=False, hash_algo="sha256")
     if policy in ("vllm", "classic"):
-        return KVCacheManager(num_blocks, TRACE_BLOCK_SIZE, free_policy=policy, **common)  # type: ignore[arg-type]
+        return KVCacheManager(num_blocks, TRACE_BLOCK_SIZE, vllm_version=policy, **common)  # type: ignore[arg-type]
     if policy == "radix":
         order: EvictionOrder = RadixLRU()
     else:

@@ -7,10 +7,14 @@ itself (``../shared/data/traces/``), or ``PREFIXLAB_TRACES_DIR`` names another f
 from __future__ import annotations
 
 import os
+import sysconfig
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE_TRACE = ROOT / "data" / "traces" / "sample.jsonl"
+#: Where ``pip install .`` puts the sample (pyproject's data-files); a checkout has it under ROOT.
+INSTALLED_SAMPLE = Path(sysconfig.get_path("data")) / "share" / "prefixlab" / "data" / "traces" / "sample.jsonl"
+_CHECKOUT_SAMPLE = ROOT / "data" / "traces" / "sample.jsonl"
+SAMPLE_TRACE = INSTALLED_SAMPLE if not _CHECKOUT_SAMPLE.exists() and INSTALLED_SAMPLE.exists() else _CHECKOUT_SAMPLE
 #: The full conversation trace's file name (12,031 requests, one hour of a chat service).
 CONVERSATION = "conversation_trace.jsonl"
 

@@ -62,7 +62,7 @@ def test_freed_block_stays_hittable_until_popped():
 
 
 def test_touch_does_not_refresh_recency_free_does():
-    m = KVCacheManager(6, 2, free_policy="classic")
+    m = KVCacheManager(6, 2, vllm_version="0.23")
     a, b = make_request("a", [1, 2, 3]), make_request("b", [7, 8, 9])
     admit(m, a)
     admit(m, b)
@@ -198,7 +198,7 @@ def test_usage_and_stats():
 
 
 def test_free_releases_blocks_in_reverse_order():
-    m = KVCacheManager(10, 2, free_policy="classic")
+    m = KVCacheManager(10, 2, vllm_version="0.23")
     a = make_request("a", range(6))
     admit(m, a)
     m.free(a)
@@ -234,7 +234,7 @@ def test_touch_event_lists_revived_blocks():
         (dict(num_blocks=1, block_size=4), "num_blocks must be at least 2"),
         (dict(num_blocks=10, block_size=0), "block_size"),
         (dict(num_blocks=10, block_size=4, hash_algo="md5"), "Unknown hash algorithm"),
-        (dict(num_blocks=10, block_size=4, free_policy="lifo"), "Unknown free policy"),
+        (dict(num_blocks=10, block_size=4, vllm_version="lifo"), "Unknown vllm_version"),
     ],
 )
 def test_constructor_rejects_bad_settings(kwargs, match):

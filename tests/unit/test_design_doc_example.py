@@ -23,7 +23,7 @@ def ids(blocks):
     ],
 )
 def test_design_doc_example(policy, queue4, queue5, new6, evicted6):
-    m = KVCacheManager(11, 4, free_policy=policy)
+    m = KVCacheManager(11, 4, vllm_version=policy)
     # 1. Req0 prompt A..O (15 tokens): no hit; A-D, A-H, A-L cached; block 4 (MNO) partial.
     req0 = make_request("0", letters("ABCDEFGHIJKLMNO"))
     hits, new = admit(m, req0)

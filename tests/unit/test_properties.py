@@ -37,7 +37,7 @@ op = st.one_of(
 def test_random_traces_keep_invariants(ops, num_blocks, block_size, policy, caching, budget):
     engine = LLMEngine(
         EngineConfig(
-            backend="simulator", num_blocks=num_blocks, block_size=block_size, free_policy=policy,
+            backend="simulator", num_blocks=num_blocks, block_size=block_size, vllm_version=policy,
             enable_prefix_caching=caching, max_num_batched_tokens=budget, max_num_seqs=4,
         )
     )

@@ -112,7 +112,7 @@ def test_runtime_errors_name_the_line() -> None:
 
 def test_bad_engine_setting_is_a_scenario_error() -> None:
     with pytest.raises(ScenarioError):
-        run_scenario("request a: x", free_policy="fifo")
+        run_scenario("request a: x", vllm_version="fifo")
 
 
 # -- playing -----------------------------------------------------------------------------------------

@@ -27,16 +27,17 @@ def test_versions_are_listed_with_labels_summaries_and_a_reason_per_rule():
         get_vllm_version("0.99")
 
 
-def test_engine_config_takes_a_version_and_maps_the_old_free_policy_onto_one():
+def test_engine_config_takes_a_version_and_reads_the_older_policy_names():
     assert EngineConfig(backend="simulator").version.name == "0.33"
     assert EngineConfig(backend="simulator", vllm_version="0.25").version.name == "0.25"
-    assert EngineConfig(backend="simulator", free_policy="classic").version.name == "0.23"
-    assert EngineConfig(backend="simulator", vllm_version="0.25", free_policy="vllm").version.name == "0.25"
-    assert EngineConfig(backend="simulator", vllm_version="0.23", free_policy="vllm").version.name == "0.33"
+    assert EngineConfig(backend="simulator", vllm_version="classic").version.name == "0.23"
+    assert EngineConfig(backend="simulator", vllm_version="vllm").version.name == "0.33"
     with pytest.raises(ConfigError, match="Unknown vllm_version"):
         EngineConfig(backend="simulator", vllm_version="1.0")
-    with pytest.raises(ConfigError, match="Unknown free policy"):
-        EngineConfig(backend="simulator", free_policy="lifo")
+    with pytest.raises(ConfigError, match="Unknown vllm_version"):
+        EngineConfig(backend="simulator", vllm_version="lifo")
+    with pytest.raises(TypeError):
+        EngineConfig(backend="simulator", free_policy="classic")  # type: ignore[call-arg]  (one knob only)
     engine = LLMEngine(EngineConfig(backend="simulator", num_blocks=8, vllm_version="0.23"))
     assert engine.kv_cache_manager.version.name == "0.23" and engine.kv_cache_manager.block_pool.free_policy == "classic"
 
