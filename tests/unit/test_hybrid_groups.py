@@ -210,3 +210,15 @@ def test_groups_view_shows_released_blocks_and_a_cut_hit():
     assert html.count("class='blk null'") >= 4 and "class='cut'" in html
     with pytest.raises(ValueError, match="layers"):
         groups_view("blocks 8\nrequest r: a b c d e\nrun", 3)
+
+
+def test_wire_events_carry_the_group():
+    from engine import kv_events
+
+    manager = GroupedKVCacheManager.from_layer_pattern(32, BS, "full,sliding:8")
+    admit(manager, make_request("a", list(range(9))))
+    payload = kv_events.encode_batch(manager.take_events(), ts=0.0)
+    assert payload is not None
+    stored = [e for e in kv_events.decode_batch(payload).events if isinstance(e, kv_events.BlockStored)]
+    assert [(e.group_idx, e.kv_cache_spec_kind, e.kv_cache_spec_sliding_window) for e in stored] == [
+        (0, "full_attention", None), (1, "sliding_window", 8)]
