@@ -39,3 +39,18 @@ def test_groups_page_draws_each_group(page, app_url) -> None:  # type: ignore[no
     page.locator("textarea").first.fill("blocks 8\nrequest r: a b c d")
     page.keyboard.press("Control+Enter")
     page.wait_for_function("() => document.body.innerText.includes('layers sliding:8,full')", timeout=30_000)
+
+
+def test_sliding_window_lesson_plays_at_1024x768(page, app_url) -> None:  # type: ignore[no-untyped-def]
+    """Lesson 12 on the Lessons page: its pool picture and questions render, with nothing cut off."""
+    from tests.e2e.test_lessons import OVERFLOW_JS
+
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_page(page, f"{app_url}/?lesson=12-sliding-windows&line=9")  # after 'other' ran: the eviction question
+    page.wait_for_selector(".pl-pool", timeout=60_000)
+    main = page.inner_text("[data-testid=stMain]")
+    assert "Sliding windows: why hybrid models hit less" in main
+    assert "Which blocks are evicted" in main
+    assert page.evaluate(OVERFLOW_JS) == []
+    wait_idle(page)
+    page.screenshot(path=str(ROOT / "docs" / "screenshots" / "lesson-12.png"))
