@@ -51,6 +51,8 @@ def pages() -> dict[str, list[st.Page]]:
             page("app_pages/lab.py", "Block pool & eviction lab", ":material/grid_view:",
                  default=not (ROOT / "app_pages/lessons.py").exists()),
             page("app_pages/scenario_editor.py", "Scenario editor", ":material/edit_note:"),
+            # KV cache groups page (app_pages/groups.py): a hybrid model's block tables per group.
+            page("app_pages/groups.py", "KV cache groups", ":material/view_column:"),
         ],
         # Compare page (app_pages/compare.py): cache off / vLLM / classic on one trace.
         "Measure": optional_page("app_pages/compare.py", "Compare", ":material/bar_chart:"),

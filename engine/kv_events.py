@@ -10,8 +10,9 @@ The structs below have vLLM's class names, field names, field order and msgspec 
 (as of vLLM 0.32, the version of the recordings the tests decode), so vLLM's own
 ``msgspec`` decoder reads what :func:`encode_batch` writes, and :func:`decode_batch` reads
 what vLLM writes. This module is only a translator: it sends what PrefixLab's engine events
-carry (:mod:`engine.events`) and adds nothing of its own beyond the single KV-cache group
-PrefixLab has.
+carry (:mod:`engine.events`), including each stored block's KV cache group and that group's spec
+(``group_idx``, ``kv_cache_spec_kind``, ``kv_cache_spec_sliding_window``, as vLLM 0.33 publishes
+them; one full-attention group 0 unless the engine has a hybrid layer pattern).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class BlockStored(KVCacheEvent):
     locality: str | None = None
     ownership: str | None = None
     session_id: str | None = None
+    lookahead_token_ids: list[list[int]] | None = None  # vLLM 0.33; PrefixLab never hashes lookahead tokens
 
 
 class BlockRemoved(KVCacheEvent):

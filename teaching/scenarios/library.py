@@ -91,6 +91,24 @@ run
 """
 
 #: key -> scenario text, in the order the lab lists them.
+#: A hybrid model's scenario (lesson 12's): a window releases blocks, they are evicted first, and a
+#: repeat of the prompt gets nothing from the cache. Not in the lab's list: the lab plays every
+#: scenario under both free rules, and vLLM 0.23's rules have no sliding-window groups here.
+HYBRID_SLIDING_WINDOW = """\
+# A sliding window releases blocks, and the hit needs them
+# One sliding-window layer (8 tokens) and one full-attention layer: two KV cache groups.
+blocks 24
+block_size 4
+layers sliding:8,full
+request r1: S1 S2 S3 S4 S5 S6 S7 S8 S9 S10 S11 S12 S13 S14 S15 S16 | output=o1 o2 o3 o4 o5 o6 o7 o8 o9 o10 o11 o12
+step 8
+request other: Q1 Q2 Q3 Q4 Q5 Q6 Q7 Q8 Q9 Q10 Q11 Q12 Q13 Q14 Q15 Q16 Q17 Q18 Q19 Q20 | output=w x y z
+step 2    # other takes the blocks r1's window released; r1 is still decoding
+run
+request r2: S1 S2 S3 S4 S5 S6 S7 S8 S9 S10 S11 S12 S13 S14 S15 S16 again | output=done
+run
+"""
+
 BUILTIN_SCENARIOS: dict[str, str] = {
     "eviction-pressure": EVICTION_PRESSURE,  # first: it evicts under the default rule, so every lab control has work
     "design-doc": DESIGN_DOC_EXAMPLE,

@@ -189,3 +189,36 @@ def test_the_sliding_window_lesson_claims_hold():
     assert run_scenario(text).engine.get_request("r2").num_cached_tokens == 0
     without = parse_scenario(text.replace("layers sliding:8,full", ""))
     assert run_scenario(without).engine.get_request("r2").num_cached_tokens == 16
+
+
+def test_groups_view_shows_released_blocks_and_a_cut_hit():
+    from teaching.pages.groups import groups_view
+    from teaching.scenarios.library import HYBRID_SLIDING_WINDOW
+    from teaching.scenarios.scenario import Step, parse_scenario
+    from viz.groups import groups_html
+
+    scenario = parse_scenario(HYBRID_SLIDING_WINDOW)
+    line = [a.line_no for a in scenario.actions if isinstance(a, Step)][-1]
+    view = groups_view(scenario, line)
+    sliding, full = view.groups
+    assert sliding.kind == "sliding_window" and full.kind == "full_attention"
+    assert sliding.tables["r1"][:4] == [None] * 4 and None not in full.tables["r1"]
+    assert sliding.released and not full.released
+    r1 = next(h for h in view.hits if h.request_id == "r1")
+    assert r1.per_group == [0, 12] and r1.agreed == 0
+    html = groups_html(view)
+    assert html.count("class='blk null'") >= 4 and "class='cut'" in html
+    with pytest.raises(ValueError, match="layers"):
+        groups_view("blocks 8\nrequest r: a b c d e\nrun", 3)
+
+
+def test_wire_events_carry_the_group():
+    from engine import kv_events
+
+    manager = GroupedKVCacheManager.from_layer_pattern(32, BS, "full,sliding:8")
+    admit(manager, make_request("a", list(range(9))))
+    payload = kv_events.encode_batch(manager.take_events(), ts=0.0)
+    assert payload is not None
+    stored = [e for e in kv_events.decode_batch(payload).events if isinstance(e, kv_events.BlockStored)]
+    assert [(e.group_idx, e.kv_cache_spec_kind, e.kv_cache_spec_sliding_window) for e in stored] == [
+        (0, "full_attention", None), (1, "sliding_window", 8)]
