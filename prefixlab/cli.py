@@ -57,7 +57,7 @@ def serve(args: argparse.Namespace) -> int:
                               kv_events=KVEventsConfig.from_json(args.kv_events_config),
                               student_keys=frozenset(args.api_key or ()), teacher_key=args.teacher_key)
         engine_config = EngineConfig(model=args.model, block_size=args.block_size, num_blocks=args.num_blocks,
-                                     max_num_seqs=args.max_num_seqs)
+                                     max_num_seqs=args.max_num_seqs, hash_algo=args.prefix_caching_hash_algo)
     except PrefixLabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -173,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="seconds before a request is stopped")
     srv.add_argument("--block-size", type=int, default=engine_defaults.block_size)
     srv.add_argument("--num-blocks", type=int, default=None, help="KV pool size (default: from the memory budget)")
+    srv.add_argument("--prefix-caching-hash-algo", default=engine_defaults.hash_algo,
+                     choices=["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"],
+                     help="vLLM's block-hash algorithm (a router that recomputes block hashes must use the same)")
     srv.add_argument("--max-num-seqs", type=int, default=engine_defaults.max_num_seqs,
                      help="requests batched together at most")
 
