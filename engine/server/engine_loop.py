@@ -202,8 +202,7 @@ class EngineLoop:
                 continue
             if sub.num_tokens_seen == 0:
                 self.metrics.observe_first_token(now - sub.arrival, len(out.prompt_token_ids))
-                sub.num_created_cache_tokens = self._created_cache_tokens(out.request_id, len(out.prompt_token_ids),
-                                                                          out.num_cached_tokens)
+                sub.num_created_cache_tokens = self._created_cache_tokens(len(out.prompt_token_ids), out.num_cached_tokens)
             self.metrics.observe_tokens(len(out.token_ids) - sub.num_tokens_seen)
             sub.num_tokens_seen = len(out.token_ids)
             reason = finish_reason(self.engine.get_request(out.request_id).status) if out.finished else None
@@ -219,12 +218,14 @@ class EngineLoop:
             if out.finished:
                 self._retire(out.request_id, reason or "stop")
 
-    def _created_cache_tokens(self, request_id: str, num_prompt_tokens: int, num_cached_tokens: int) -> int:
+    def _created_cache_tokens(self, num_prompt_tokens: int, num_cached_tokens: int) -> int:
         """vLLM's ``created_cache_tokens``: prompt tokens in the request's hashed (cached) blocks once its
-        prefill is done, minus those it found cached. Read when the first token comes out, as vLLM does."""
+        prefill is done, minus those it found cached. Once prefill is done every full prompt block is hashed;
+        counted from the sizes, since a request that ends on its first token has already freed its blocks."""
         manager = self.engine.kv_cache_manager
-        hashed = sum(1 for block in manager.get_blocks(request_id) if block.block_hash is not None)
-        return max(0, min(hashed * manager.block_size, num_prompt_tokens) - num_cached_tokens)
+        if not manager.enable_caching:
+            return 0
+        return max(0, num_prompt_tokens // manager.block_size * manager.block_size - num_cached_tokens)
 
     def _abort(self, request_id: str) -> None:
         if self._pending.remove(lambda s: s.request_id == request_id) is not None:

@@ -87,7 +87,8 @@ def test_created_cache_tokens_as_vllm_counts_them(smol_server):
     api = OpenAI(base_url=smol_server.url + "/v1", api_key=STUDENT_KEYS[2], max_retries=0, timeout=120)
     salt = {"cache_salt": "created-cache-test"}
     chat = messages("How many tokens did I write to the cache?")
-    first = api.chat.completions.create(model=DEFAULT_MODEL, messages=chat, max_tokens=2, temperature=0, extra_body=salt)
+    # max_tokens=1: the request ends on its first token (and frees its blocks) in the step that counts them.
+    first = api.chat.completions.create(model=DEFAULT_MODEL, messages=chat, max_tokens=1, temperature=0, extra_body=salt)
     details = first.usage.prompt_tokens_details
     assert details.cached_tokens == 0
     assert details.created_cache_tokens == first.usage.prompt_tokens // BLOCK * BLOCK
