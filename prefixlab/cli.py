@@ -8,6 +8,7 @@
 benchmark (``bench/prefix_cache.py``); ``bench engine`` the engine-speed one (``bench/engine.py``). ``replay`` plays a scenario (a file in the format of
 ``docs/scenarios.md``, or a built-in one) on the simulator and prints every cache event in words.
 ``trace`` replays a production trace through the real prefix cache (``teaching/traces/command.py``).
+``class`` starts K ``serve`` replicas behind vLLM's router, and the app wired to them (``prefixlab/classroom.py``).
 """
 
 from __future__ import annotations
@@ -184,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--policy", choices=["vllm", "classic"], default="vllm", help="free rule (default vllm)")
 
     add_trace_parser(commands)
+    from prefixlab.classroom import add_class_parser, run_class
+
+    add_class_parser(commands)
 
     args, rest = parser.parse_known_args(argv)
     if argv is None and (args.command == "serve" or rest[:1] == ["engine"]):
@@ -196,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         return replay(args)  # simulator only: no torch, instant
     if args.command == "trace":
         return run_trace(args)  # no model either
+    if args.command == "class":
+        return run_class(args)  # child processes load the model
     from transformers.utils import logging as hf_logging  # keep the terminal for our own output
 
     import engine.model  # noqa: F401  (before torch loads: see its OMP_WAIT_POLICY note)
