@@ -38,6 +38,8 @@ POLICIES = ("round_robin", "consistent_hash", "kv_aware", "power_of_two", "rando
 EVENTS_PORT, REPLAY_PORT = 5557, 5657  # vLLM's KV-event default; replay a hundred above (one per replica)
 ROUTER_PORT = 30000  # vllm-router's default
 STOP_TIMEOUT_S = 15.0
+#: A replica's per-client quota behind the router, which all requests share (the default 4 would 429).
+ROUTED_CONCURRENCY = 256
 
 
 class ClusterError(RuntimeError):
@@ -134,6 +136,8 @@ def serve_command(config: ClusterConfig, replica: Replica) -> list[str]:
         command += ["--served-model-name", config.served_model_name]
     if config.num_blocks:
         command += ["--num-blocks", str(config.num_blocks)]
+    # Behind a router every request comes from the router's address: one "client" to the per-client quota.
+    command += ["--max-concurrent-per-client", str(ROUTED_CONCURRENCY)]
     return command + list(config.serve_args)
 
 
