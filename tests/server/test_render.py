@@ -96,3 +96,14 @@ def test_created_cache_tokens_as_vllm_counts_them(smol_server):
     details = again.usage.prompt_tokens_details
     assert details.cached_tokens > 0
     assert details.cached_tokens + details.created_cache_tokens == again.usage.prompt_tokens // BLOCK * BLOCK
+
+
+def test_token_ids_render_and_a_model_without_tokenizer(tiny_server):
+    """A tiny random model has no tokenizer: text is refused with a clear 400, token ids render as they are."""
+    status, _, raw = http.post(tiny_server.url, "/tokenize", {"prompt": "text"})
+    assert status == 400 and b"no tokenizer" in raw
+    status, _, raw = http.post(tiny_server.url, "/v1/completions/render", {"model": "tiny", "prompt": [5, 6, 7, 8]})
+    assert status == 200, raw
+    assert json.loads(raw)[0]["token_ids"] == [5, 6, 7, 8]
+    status, _, raw = http.post(tiny_server.url, "/v1/completions/render", {"prompt": list(range(100))})
+    assert status == 400 and b"at most 64" in raw  # the server's prompt cap, as for a real request
