@@ -15,6 +15,7 @@ from teaching.live.frames import Frame, RecordingError, iter_servers, parse_reco
 from teaching.live.session import LiveSession, MetricsView, parse_endpoints
 from teaching.live.state import LiveState, ReplicaState, state_from_frames
 from teaching.live.tokens import Decode, tokenizer_decoder
+from ui.class_config import live_autoconnect, live_servers
 from viz.live import TREE_COLORS, cache_history_figure, prefix_tree_figure
 
 PLOT_CONFIG = {"displayModeBar": False}
@@ -140,7 +141,10 @@ def send_form(session: LiveSession) -> None:
 
 def live_mode(decode: Decode | None) -> None:
     s = st.session_state
-    s.setdefault("live_servers", DEFAULT_SERVERS)
+    s.setdefault("live_servers", live_servers(DEFAULT_SERVERS))
+    if live_autoconnect() and not s.get("live_autoconnected"):  # under `prefixlab class`: every replica, first visit
+        s["live_autoconnected"] = True
+        on_connect()
     st.text_area("Servers, one per line: NAME EVENTS REPLAY HTTP", key="live_servers", height=80,
                  help="vLLM: start it with --kv-events-config '{\"enable_kv_cache_events\":true,\"publisher\":\"zmq\","
                       "\"endpoint\":\"tcp://*:5557\",\"replay_endpoint\":\"tcp://*:5558\"}'. `-` leaves a field out.")

@@ -8,6 +8,7 @@
 benchmark (``bench/prefix_cache.py``); ``bench engine`` the engine-speed one (``bench/engine.py``). ``replay`` plays a scenario (a file in the format of
 ``docs/scenarios.md``, or a built-in one) on the simulator and prints every cache event in words.
 ``trace`` replays a production trace through the real prefix cache (``teaching/traces/command.py``).
+``class`` starts K ``serve`` replicas behind vLLM's router, and the app wired to them (``prefixlab/classroom.py``).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def serve(args: argparse.Namespace) -> int:
                               kv_events=KVEventsConfig.from_json(args.kv_events_config),
                               student_keys=frozenset(args.api_key or ()), teacher_key=args.teacher_key)
         engine_config = EngineConfig(model=args.model, block_size=args.block_size, num_blocks=args.num_blocks,
-                                     max_num_seqs=args.max_num_seqs)
+                                     max_num_seqs=args.max_num_seqs, hash_algo=args.prefix_caching_hash_algo)
     except PrefixLabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -193,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="where forward passes run: a worker process beside the HTTP server (default), or in it")
     srv.add_argument("--block-size", type=int, default=engine_defaults.block_size)
     srv.add_argument("--num-blocks", type=int, default=None, help="KV pool size (default: from the memory budget)")
+    srv.add_argument("--prefix-caching-hash-algo", default=engine_defaults.hash_algo,
+                     choices=["sha256", "sha256_cbor", "xxhash", "xxhash_cbor"],
+                     help="vLLM's block-hash algorithm (a router that recomputes block hashes must use the same)")
     srv.add_argument("--max-num-seqs", type=int, default=engine_defaults.max_num_seqs,
                      help="requests batched together at most")
 
@@ -204,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
                      help=argparse.SUPPRESS)  # the older spelling: vllm = the default, classic = 0.23
 
     add_trace_parser(commands)
+    from prefixlab.classroom import add_class_parser, run_class
+
+    add_class_parser(commands)
 
     args, rest = parser.parse_known_args(argv)
     if argv is None and (args.command == "serve" or rest[:1] == ["engine"]):
@@ -216,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         return replay(args)  # simulator only: no torch, instant
     if args.command == "trace":
         return run_trace(args)  # no model either
+    if args.command == "class":
+        return run_class(args)  # child processes load the model
     from transformers.utils import logging as hf_logging  # keep the terminal for our own output
 
     tune_host()  # before torch loads: OpenMP's wait policy (engine.runtime.host)

@@ -10,6 +10,7 @@ import streamlit as st
 
 from teaching.live.client import ClassServerError, RequestResult, send_prompt
 from teaching.pages.playground import CHAT, build_prompt
+from ui.class_config import class_server_started, class_server_url
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 SHOWN_RESULTS = 5
@@ -31,12 +32,13 @@ def class_server_panel() -> bool:
     """Draw the mode's switch; when on, its own Send and answers. True when the mode is on."""
     s = st.session_state
     s.setdefault("pg_class_results", [])
+    s.setdefault("pg_class_on", class_server_started())  # on by default under `prefixlab class`
     on = st.toggle("Send to the class server", key="pg_class_on",
                    help="Send this prompt to a shared server (the teacher's) instead of your own engine: "
                         "everyone's prompts meet in one prefix cache.")
     if not on:
         return False
-    url = st.text_input("Class server URL", DEFAULT_URL, key="pg_class_url")
+    url = st.text_input("Class server URL", class_server_url(DEFAULT_URL), key="pg_class_url")
     if st.button("Send to the class server", type="primary", key="pg_class_send", icon=":material/cloud_upload:"):
         mode = str(_value("pg_mode"))
         text = str(_value("pg_message") if mode == CHAT else _value("pg_text"))

@@ -17,11 +17,11 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.errors import InvalidRequestError
@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1 << 20  # a request body bigger than this is refused before it is parsed
 GREEDY_BELOW_TEMPERATURE = 1e-5  # vLLM's epsilon: a smaller temperature means greedy
 TEACHER, STUDENT = "teacher", "student"
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 class APIError(Exception):
@@ -90,7 +91,8 @@ class Server:
         return f"addr:{host}", TEACHER if local else STUDENT
 
     # -- what is asked -------------------------------------------------------------------------------------
-    async def parse(self, request: Request, model: type[protocol.SamplingFields]) -> Any:
+    async def read_json(self, request: Request) -> dict:
+        """The body as a JSON object, size-checked before it is parsed."""
         raw = await request.body()
         if len(raw) > MAX_BODY_BYTES:
             raise APIError(413, f"The request body is {len(raw)} bytes; the limit is {MAX_BODY_BYTES}.")
@@ -100,14 +102,23 @@ class Server:
             raise APIError(400, f"The request body is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise APIError(400, "The request body must be a JSON object.")
+        return data
+
+    def validate(self, data: dict, model: type[ModelT]) -> ModelT:
+        """``data`` as ``model``; a bad field and a model this server does not serve become 400 / 404."""
         try:
             body = model.model_validate(data)
         except ValidationError as exc:
             details = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
             raise APIError(400, f"Invalid request: {details}") from None
-        if body.model is not None and body.model != self.config.served_model_name:
-            raise APIError(404, f"The model `{body.model}` does not exist; this server serves "
+        name = getattr(body, "model", None)
+        if name is not None and name != self.config.served_model_name:
+            raise APIError(404, f"The model `{name}` does not exist; this server serves "
                                 f"`{self.config.served_model_name}`.", "NotFoundError")
+        return body
+
+    async def parse(self, request: Request, model: type[protocol.SamplingFields]) -> Any:
+        body = self.validate(await self.read_json(request), model)
         problems = protocol.unsupported_fields(body)
         if problems:
             raise APIError(400, "Unsupported request: " + "; ".join(problems) + ".")
@@ -246,7 +257,8 @@ class Exchange:
         self.server.limiter.release(self.client, time.perf_counter() - self.started)
 
     def usage(self, last: Update) -> dict:
-        return protocol.usage(last.num_prompt_tokens, last.num_output_tokens, last.num_cached_tokens)
+        return protocol.usage(last.num_prompt_tokens, last.num_output_tokens, last.num_cached_tokens,
+                              last.num_created_cache_tokens)
 
     async def collect(self, first: Update) -> dict:
         last = first
@@ -348,6 +360,10 @@ def create_app(config: ServerConfig, engine: LLMEngine, publisher: KVEventPublis
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         return await server.generate(request, chat=True)
+
+    from engine.server.token_routes import add_token_routes  # here: that module uses this one's names
+
+    add_token_routes(app, server)
 
     @app.post("/reset_prefix_cache")
     async def reset_prefix_cache(request: Request) -> Response:

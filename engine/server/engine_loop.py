@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from engine import kv_events
 from engine.errors import PrefixLabError
@@ -29,6 +30,7 @@ from engine.server.metrics import Gauges, ServerMetrics
 from engine.server.protocol import finish_reason
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: How long the idle loop sleeps between checks when no request is pending or running.
 IDLE_WAIT_S = 0.05
@@ -42,6 +44,7 @@ class Update:
     num_output_tokens: int = 0
     num_prompt_tokens: int = 0
     num_cached_tokens: int = 0
+    num_created_cache_tokens: int = 0  # prompt tokens this request computed and left in the prefix cache
     finished: bool = False
     finish_reason: str | None = None
     error: str | None = None  # the engine refused the request (becomes a 400)
@@ -58,6 +61,7 @@ class Submission:
     arrival: float = field(default_factory=time.perf_counter)
     num_tokens_seen: int = 0
     prompt_token_ids: list[int] = field(default_factory=list)
+    num_created_cache_tokens: int = 0
 
 
 class EngineLoop:
@@ -101,6 +105,19 @@ class EngineLoop:
         """``False`` while any request holds blocks (vLLM refuses then too)."""
         done: Future[bool] = Future()
         self._call(lambda: done.set_result(self.engine.reset_prefix_cache()))
+        return done
+
+    def run(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on the engine thread (e.g. tokenizing for ``/tokenize``) and hand back its result."""
+        done: Future[T] = Future()
+
+        def command() -> None:
+            try:
+                done.set_result(work())
+            except BaseException as exc:  # the caller decides what a failure means
+                done.set_exception(exc)
+
+        self._call(command)
         return done
 
     def gauges(self) -> Gauges:
@@ -185,6 +202,7 @@ class EngineLoop:
                 continue
             if sub.num_tokens_seen == 0:
                 self.metrics.observe_first_token(now - sub.arrival, len(out.prompt_token_ids))
+                sub.num_created_cache_tokens = self._created_cache_tokens(len(out.prompt_token_ids), out.num_cached_tokens)
             self.metrics.observe_tokens(len(out.token_ids) - sub.num_tokens_seen)
             sub.num_tokens_seen = len(out.token_ids)
             reason = finish_reason(self.engine.get_request(out.request_id).status) if out.finished else None
@@ -193,11 +211,21 @@ class EngineLoop:
                 num_output_tokens=len(out.token_ids),
                 num_prompt_tokens=len(out.prompt_token_ids),
                 num_cached_tokens=out.num_cached_tokens,
+                num_created_cache_tokens=sub.num_created_cache_tokens,
                 finished=out.finished,
                 finish_reason=reason,
             ))
             if out.finished:
                 self._retire(out.request_id, reason or "stop")
+
+    def _created_cache_tokens(self, num_prompt_tokens: int, num_cached_tokens: int) -> int:
+        """vLLM's ``created_cache_tokens``: prompt tokens in the request's hashed (cached) blocks once its
+        prefill is done, minus those it found cached. Once prefill is done every full prompt block is hashed;
+        counted from the sizes, since a request that ends on its first token has already freed its blocks."""
+        manager = self.engine.kv_cache_manager
+        if not manager.enable_caching:
+            return 0
+        return max(0, num_prompt_tokens // manager.block_size * manager.block_size - num_cached_tokens)
 
     def _abort(self, request_id: str) -> None:
         if self._pending.remove(lambda s: s.request_id == request_id) is not None:

@@ -32,6 +32,20 @@ def is_bind_endpoint(endpoint: str) -> bool:
     return "*" in endpoint or "::" in endpoint or endpoint.startswith(("ipc://", "inproc://"))
 
 
+def describe_endpoint(endpoint: str, replay_endpoint: str | None, topic: str) -> str:
+    """The start-up line for a KV-event config: bound (subscribers connect here) or connected (someone
+    else must have bound that address, as vLLM's publisher also does for a concrete host)."""
+    topic_note = f"topic {topic!r}" if topic else "no topic"
+    replay = f"; replay bound on {replay_endpoint}" if replay_endpoint else "; no replay endpoint"
+    if is_bind_endpoint(endpoint):
+        return f"KV events: PUB bound on {endpoint} (subscribers connect here), {topic_note}{replay}"
+    host_port = endpoint.split("://", 1)[-1]
+    port = host_port.rsplit(":", 1)[-1]
+    return (f"KV events: PUB CONNECTS to {endpoint}, {topic_note}{replay}. As in vLLM, an endpoint with a "
+            f"concrete host is connected to, so a subscriber must bind {host_port}; for subscribers (the Live "
+            f"page, vllm-router) that connect to this server, use \"endpoint\": \"tcp://*:{port}\"")
+
+
 class KVEventPublisher:
     def __init__(self, config: KVEventsConfig) -> None:
         self.config = config
@@ -44,8 +58,9 @@ class KVEventPublisher:
         self._pub = context.socket(zmq.PUB)
         self._pub.set_hwm(config.hwm)
         self._replay: zmq.Socket | None = None
+        self.binds = is_bind_endpoint(config.endpoint)
         try:
-            if is_bind_endpoint(config.endpoint):
+            if self.binds:
                 self._pub.bind(config.endpoint)
             else:
                 self._pub.connect(config.endpoint)
@@ -57,6 +72,10 @@ class KVEventPublisher:
             raise OSError(f"Cannot open the KV-event sockets ({config.endpoint}, {config.replay_endpoint}): {exc}") from None
         self._thread = threading.Thread(target=self._run, name="kv-event-publisher", daemon=True)
         self._thread.start()
+
+    def describe(self) -> str:
+        """Which way the PUB socket went, in words for the start-up line (a connect surprises people)."""
+        return describe_endpoint(self.config.endpoint, self.config.replay_endpoint, self.config.topic)
 
     def publish(self, payload: bytes) -> None:
         """Queue one batch; never blocks the engine (a full queue drops the batch, as vLLM's would wait)."""

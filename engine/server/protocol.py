@@ -131,12 +131,13 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict:
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int, created_cache_tokens: int = 0) -> dict:
+    """OpenAI's usage block with vLLM's ``created_cache_tokens`` (prompt tokens written to the prefix cache)."""
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        "prompt_tokens_details": {"cached_tokens": cached_tokens, "created_cache_tokens": created_cache_tokens},
     }
 
 

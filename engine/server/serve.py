@@ -65,7 +65,7 @@ def serve(config: ServerConfig, engine_config: EngineConfig, host: str, port: in
     app = create_app(config, engine, publisher)
     pool = engine.kv_cache_manager
     print(f"PrefixLab serving {config.served_model_name!r} on http://{host}:{port}/v1 "
-          f"({pool.num_blocks} blocks x {pool.block_size} tokens"
-          + (f"; KV events on {config.kv_events.endpoint}" if publisher else "") + ")", file=sys.stderr, flush=True)
+          f"({pool.num_blocks} blocks x {pool.block_size} tokens)", file=sys.stderr, flush=True)
+    print(publisher.describe() if publisher else "KV events: off (see --kv-events-config)", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
     return 0

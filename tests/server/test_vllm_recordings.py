@@ -45,6 +45,8 @@ def test_same_requests_same_kv_events_and_cached_tokens(vllm_like_server):
             assert answer.usage.prompt_tokens == exchange["usage"]["prompt_tokens"]
             assert (answer.usage.prompt_tokens_details.cached_tokens
                     == exchange["usage"]["prompt_tokens_details"]["cached_tokens"])
+            assert (answer.usage.prompt_tokens_details.created_cache_tokens
+                    == exchange["usage"]["prompt_tokens_details"]["created_cache_tokens"])
         ours = [e for e in (ev for _, _, p in subscriber.frames(
             lambda events: sum(isinstance(e, BlockStored) for e in events) >= len(recorded))
             for ev in decode_batch(p).events)]
