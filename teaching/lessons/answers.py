@@ -434,9 +434,13 @@ def diagnose(choice: str, value: Any, kind: str) -> str:
     return ""
 
 
-def wrong_answer_feedback(expression: Expression, choice: str, value: object) -> str:
-    """Feedback for a wrong choice that names the rule the student missed."""
+def wrong_answer_feedback(expression: Expression, choice: str, value: object, rule: str = "") -> str:
+    """Feedback for a wrong choice that names the rule the student missed.
+
+    ``rule`` is the question's own rule when the lesson gives one: ``hit_blocks`` in a LoRA
+    question is about the adapter in the hash, not about the last token.
+    """
     what = diagnose(choice, value, expression.kind)
-    rule = RULES.get(expression.word.name, expression.word.meaning)
+    rule = rule or RULES.get(expression.word.name, expression.word.meaning)
     head = f"Not quite: **{choice}**: {what}." if what else f"Not quite: the engine does not say **{choice}**."
     return f"{head} The rule: {rule}."

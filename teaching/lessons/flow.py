@@ -193,7 +193,7 @@ def feedback(lesson: Lesson, question: Question, answer: Answer, verdict: str | 
     if verdict == RIGHT:
         return f"Right! {engine_says(lesson, question, answer)}"
     if verdict == WRONG and choice is not None:
-        return (wrong_answer_feedback(question.answer, choice, answer.value)
+        return (wrong_answer_feedback(question.answer, choice, answer.value, question.rule)
                 + f" Step to line {question.after} and look again, or press Reveal.")
     if verdict == REVEALED:
         return f"{engine_says(lesson, question, answer)} The picture now shows the moment after line {question.after}."
