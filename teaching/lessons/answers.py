@@ -371,8 +371,8 @@ ORDER_HINTS: dict[str, str] = {
 
 #: The rule each answer word follows, named when a student's choice is wrong.
 RULES: dict[str, str] = {
-    "free_queue": ("a finishing request frees its blocks last block first; under vLLM ≥ 0.24 a block without a hash "
-                   "goes to the head of the free queue and a hashed one to the tail (classic: every block to the tail); "
+    "free_queue": ("a finishing request frees its blocks last block first; under vLLM 0.33 a block without a hash "
+                   "goes to the head of the free queue and a hashed one to the tail (vLLM 0.23 (classic): every block to the tail); "
                    "a hit takes a block out of the queue"),
     "next_reused": "an allocation always pops the head of the free queue",
     "next_evicted": ("eviction is lazy: a cached block keeps its hash in the free queue and loses it only when it "

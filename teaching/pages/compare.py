@@ -15,13 +15,14 @@ from engine.config import EngineConfig
 from engine.events import BlockRemoved
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
+from engine.vllm_versions import FREE_POLICY_VERSIONS
 from teaching.scenarios.scenario import run_scenario
 
 #: (key, label, enable_prefix_caching, free_policy), in the order the charts show them.
 SETTINGS: tuple[tuple[str, str, bool, str], ...] = (
     ("off", "caching off", False, "vllm"),
-    ("vllm", "vLLM (≥0.24)", True, "vllm"),
-    ("classic", "classic (≤0.23)", True, "classic"),
+    ("vllm", FREE_POLICY_VERSIONS["vllm"], True, "vllm"),
+    ("classic", FREE_POLICY_VERSIONS["classic"], True, "classic"),
 )
 
 
