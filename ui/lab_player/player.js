@@ -456,6 +456,7 @@
     A = args;
     const root = document.documentElement.style;
     root.setProperty("--plain", A.theme.plain); root.setProperty("--evicted", A.theme.fill.evicted);
+    root.setProperty("--evicted-text", A.theme.text.evicted);
     root.setProperty("--touched", A.theme.outline_css.touched); root.setProperty("--selected", A.theme.outline_css.selected);
     root.setProperty("--selected-row", A.theme.selected_row);
     root.setProperty("--differs", A.theme.outline_css.differs);
