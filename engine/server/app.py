@@ -33,6 +33,7 @@ from engine.server.engine_loop import EngineLoop, Submission, Update
 from engine.server.kv_publisher import KVEventPublisher
 from engine.server.limits import ClientLimiter
 from engine.server.metrics import ServerMetrics
+from engine.server.salt import SaltBinder
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class Server:
         self.metrics = ServerMetrics(config.served_model_name)
         self.limiter = ClientLimiter(config.limits.max_concurrent_per_client)
         self.loop = EngineLoop(engine, self.metrics, publisher, max_prompt_tokens=config.limits.max_prompt_tokens)
+        self.salts = SaltBinder(config.cache_salt_policy)
 
     # -- who is asking ---------------------------------------------------------------------------------
     def identify(self, request: Request) -> tuple[str, str]:
@@ -142,7 +144,7 @@ class Server:
 
     # -- one generation ----------------------------------------------------------------------------------------
     async def generate(self, request: Request, chat: bool) -> Response:
-        client, _ = self.identify(request)
+        client, role = self.identify(request)
         if chat:
             chat_body: protocol.ChatCompletionRequest = await self.parse(request, protocol.ChatCompletionRequest)
             body: protocol.SamplingFields = chat_body
@@ -162,7 +164,7 @@ class Server:
                                 f"retry in {wait} s.", "rate_limit_error", headers={"Retry-After": str(wait)})
         exchange = Exchange(self, request, client, chat)
         try:
-            first = await exchange.start(prompt, params, body.cache_salt)
+            first = await exchange.start(prompt, params, self.salts.salt_for(client, role == TEACHER, body.cache_salt))
         except BaseException:
             exchange.close()
             raise
