@@ -100,9 +100,9 @@ def ttft_section() -> None:
 
 def main() -> None:
     st.title("Compare")
-    st.caption("The same requests under three cache settings. vLLM (≥0.24) puts freed blocks without a hash at the "
-               "head of the free queue, so cached blocks live longer; classic (≤0.23) appends every freed block "
-               "to the tail.")
+    st.caption("The same requests under three cache settings. vLLM 0.33 puts freed blocks without a hash at the "
+               "head of the free queue, so cached blocks live longer; vLLM 0.23 (classic) appends every freed "
+               "block to the tail.")
     results = workload_results()
     if results:
         st.html(policy_bars_html(results))  # HTML bars: shown with the page, no Plotly.js to load first

@@ -10,7 +10,8 @@ import streamlit as st
 
 from engine.errors import PrefixLabError
 from engine.hashing import HASH_FUNCTIONS, BlockHasher
-from teaching.pages.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache, replace_token
+from teaching.pages.prefix_probe import RequestSpec, parse_token_ids, replace_token
+from teaching.pages.real_tokens import REAL, REAL_CHAT, probe_with_tokenizer
 from teaching.scenarios.describe import describe_extra_keys
 from ui.text import plain_md
 from viz.hash_chain import changed_blocks, hash_chain_css, hash_chain_html, lookup_text, short
@@ -50,15 +51,18 @@ app_block_size = st.session_state.get("cfg_block_size") or 4
 algo = c1.selectbox("Hash algorithm", ALGOS, index=ALGOS.index(app_algo) if app_algo in ALGOS else 0, key="hc_algo")
 seed_text = c2.text_input("Seed (blank = default)", key="hc_seed")
 block_size = int(c3.number_input("Block size", min_value=1, max_value=64, value=int(app_block_size), step=1, key="hc_block_size"))
-mode = c4.radio("Prompt as", ["words", "token ids"], horizontal=True, key="hc_mode")
+mode = c4.radio("Prompt as", ["words", "token ids", REAL, REAL_CHAT], horizontal=True, key="hc_mode",
+                help="SmolLM2: the text through the model's own tokenizer, ids shown (chat: inside its chat template)")
+real = mode in (REAL, REAL_CHAT)
 
 p1, p2 = st.columns(2)
 prompt_text = p1.text_area(
-    "r1: prompt" + (" (words, separated by spaces)" if mode == "words" else " (token ids)"),
-    value=DEFAULT_PROMPT if mode == "words" else DEFAULT_IDS, key=f"hc_prompt_{mode}", height=80,
+    "r1: prompt" + {"words": " (words, separated by spaces)", "token ids": " (token ids)"}.get(mode, " (text)"),
+    value=DEFAULT_IDS if mode == "token ids" else DEFAULT_PROMPT, key=f"hc_prompt_{mode}", height=80,
 )
 with p2:
-    how = st.radio("r2 is", ["r1 with one token edited", "another prompt"], horizontal=True, key="hc_how")
+    how = "another prompt" if real else st.radio("r2 is", ["r1 with one token edited", "another prompt"],
+                                                 horizontal=True, key="hc_how")
     if how == "r1 with one token edited":
         e1, e2 = st.columns(2)
         edit_pos = int(e1.number_input("Edit token at position (from 0)", min_value=0, value=11, step=1, key="hc_edit_pos"))
@@ -81,7 +85,7 @@ else:
 
 def read_prompt(text: str, label: str) -> str | list[int]:
     """Words pass through; token ids are parsed, with the request named in any error."""
-    if mode == "words":
+    if mode != "token ids":
         return text
     try:
         return parse_token_ids(text)
@@ -96,9 +100,9 @@ try:
         prompt2 = replace_token(prompt1, edit_pos, new_token)
     else:
         prompt2 = read_prompt(prompt2_text, "r2")
-    result = probe_prefix_cache(
+    result = probe_with_tokenizer(
         RequestSpec(prompt1, r1_salt, r1_lora), RequestSpec(prompt2, r2_salt, r2_lora),
-        block_size=block_size, hash_algo=algo, hash_seed=seed,
+        mode if real else "words", block_size=block_size, hash_algo=algo, hash_seed=seed,
     )
 except PrefixLabError as err:
     st.error(plain_md(str(err)))

@@ -133,7 +133,7 @@ def open_in_lab(lesson: Lesson, event_index: int) -> None:
     """Callback: hand the scenario to the lab page (its durable ``lab_*`` keys) at this moment."""
     init_lab_state()
     st.session_state.update(
-        custom_text=lesson.scenario_text, lab_source=CUSTOM, lab_pos=event_index, lab_block=None, lab_hash=None,
+        custom_text="\n".join(flow.shown_scenario(lesson)), lab_source=CUSTOM, lab_pos=event_index, lab_block=None, lab_hash=None,
         lab_predict=False, lab_compare=len(lesson.policies) > 1, lessons_go_lab=True,
     )
     if len(lesson.policies) == 1:

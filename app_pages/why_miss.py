@@ -11,7 +11,8 @@ import streamlit as st
 
 from engine.errors import PrefixLabError
 from engine.hashing import HASH_FUNCTIONS
-from teaching.pages.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace, probe_prefix_cache
+from teaching.pages.prefix_probe import BlockTrace, ProbeResult, RequestSpec, RequestTrace
+from teaching.pages.real_tokens import MODE_HELP, TOKENIZER_MODES, WORDS, probe_with_tokenizer
 from teaching.pages.why_miss import explain
 from teaching.scenarios.describe import describe_extra_keys
 from ui.text import plain_md
@@ -97,21 +98,23 @@ app_algo = st.session_state.get("cfg_hash_algo", "sha256")
 algos = list(HASH_FUNCTIONS)
 block_size = int(top2.number_input("Block size", min_value=1, max_value=64, value=app_block_size, step=1, key="wm_block_size"))
 algo = top3.selectbox("Hash algorithm", algos, index=algos.index(app_algo) if app_algo in algos else 0, key="wm_algo")
+tokenizer = st.radio("Tokenizer", TOKENIZER_MODES, horizontal=True, key="wm_tokenizer",
+                     help="\n\n".join(f"**{k}**: {v}" for k, v in MODE_HELP.items()))
 
 for column, (name, role) in zip(st.columns(2), [("r1", "cached"), ("r2", "looked up")]):
     with column:
         st.markdown(f"**{name}** ({role})")
-        st.text_area(f"{name} prompt (words)", key=f"wm_{name}_prompt", height=90)
+        st.text_area(f"{name} prompt ({'words' if tokenizer == WORDS else 'text'})", key=f"wm_{name}_prompt", height=90)
         salt, lora = st.columns(2)
         salt.text_input(f"{name} cache salt", key=f"wm_{name}_salt")
         lora.text_input(f"{name} LoRA name", key=f"wm_{name}_lora")
 
 state = st.session_state
 try:
-    result = probe_prefix_cache(
+    result = probe_with_tokenizer(
         RequestSpec(state["wm_r1_prompt"], state["wm_r1_salt"], state["wm_r1_lora"]),
         RequestSpec(state["wm_r2_prompt"], state["wm_r2_salt"], state["wm_r2_lora"]),
-        block_size=block_size, hash_algo=algo,
+        tokenizer, block_size=block_size, hash_algo=algo,
     )
 except PrefixLabError as err:
     st.error(plain_md(str(err)))

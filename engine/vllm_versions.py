@@ -18,7 +18,8 @@ from engine.errors import ConfigError
 #: without a hash to the head and hashed ones to the tail; ``"classic"`` appends them all.
 FREE_POLICIES = ("vllm", "classic")
 #: The two free rules as the app names them: which versions follow each, and what the rule does.
-FREE_POLICY_VERSIONS: dict[str, str] = {"vllm": "vLLM ≥ 0.24", "classic": "vLLM ≤ 0.23"}
+#: One name per rule everywhere (pages, lessons, player, charts): the release the app's engine plays it as.
+FREE_POLICY_VERSIONS: dict[str, str] = {"vllm": "vLLM 0.33", "classic": "vLLM 0.23 (classic)"}
 FREE_POLICY_NOTES: dict[str, str] = {
     "vllm": "hashless blocks → head, hashed → tail",
     "classic": "every freed block → tail",

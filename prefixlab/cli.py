@@ -57,7 +57,8 @@ def serve(args: argparse.Namespace) -> int:
                               request_timeout_s=args.request_timeout)
         config = ServerConfig(model=args.model, served_model_name=args.served_model_name or args.model, limits=limits,
                               kv_events=KVEventsConfig.from_json(args.kv_events_config),
-                              student_keys=frozenset(args.api_key or ()), teacher_key=args.teacher_key)
+                              student_keys=frozenset(args.api_key or ()), teacher_key=args.teacher_key,
+                              cache_salt_policy=args.cache_salt_policy)
         engine_config = EngineConfig(model=args.model, block_size=args.block_size, num_blocks=args.num_blocks,
                                      max_num_seqs=args.max_num_seqs, hash_algo=args.prefix_caching_hash_algo)
     except PrefixLabError as exc:
@@ -184,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     srv.add_argument("--api-key", action="append", help="a student key (repeat for each); with keys, every "
                      "request needs one")
     srv.add_argument("--teacher-key", default=None, help="the key that may also reset the prefix cache")
+    srv.add_argument("--cache-salt-policy", choices=["bound", "isolated", "free"], default="bound",
+                     help="bound (default): a student's cache_salt is bound to its key, so another key sending it "
+                          "hits nothing; isolated: every student request is salted with its key; free: the salt "
+                          "as sent, as vLLM does")
     srv.add_argument("--max-prompt-tokens", type=int, default=limits.max_prompt_tokens)
     srv.add_argument("--max-tokens-limit", type=int, default=limits.max_tokens, help="cap on a request's max_tokens")
     srv.add_argument("--max-concurrent-per-client", type=int, default=limits.max_concurrent_per_client,

@@ -16,6 +16,7 @@ from typing import Any
 import streamlit.components.v1 as components
 
 from teaching.pages.lab import LabRuns, alignment
+from viz.free_queue import QUEUE_MARKS
 from viz.theme import (
     FILL_STATES,
     NO_HASH,
@@ -46,6 +47,7 @@ def theme_args() -> dict[str, Any]:
         "selected_row": OUTLINES["selected"].color + "33",
         "plain": PLAIN_OUTLINE,
         "no_hash": NO_HASH,
+        "marks": QUEUE_MARKS,
     }
 
 

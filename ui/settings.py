@@ -13,11 +13,21 @@ import streamlit as st
 
 from engine.hashing import HASH_FUNCTIONS, resolve_seed
 from engine.kv_cache import FREE_POLICIES
-from engine.vllm_versions import FREE_POLICY_NOTES, FREE_POLICY_VERSIONS
+from engine.vllm_versions import FREE_POLICY_NOTES, FREE_POLICY_VERSIONS, get_vllm_version
 from ui.persist import copy_back, mirror
 
 POLICY_HELP = {policy: f"{FREE_POLICY_VERSIONS[policy]}: {FREE_POLICY_NOTES[policy]}." for policy in FREE_POLICIES}
 HASH_ALGOS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
+
+
+def seed_note(hash_algo: str, free_policy: str) -> str:
+    """The sidebar's line on the hash seed, true for the version the chosen free rule plays
+    (a fixed sha256 seed is vLLM 0.33's; vLLM 0.23 draws random bytes per process)."""
+    version = get_vllm_version(free_policy)  # "vllm" / "classic" still read as releases
+    _seed, why = resolve_seed(hash_algo, None, version.name)
+    return f"Hash seed ({FREE_POLICY_VERSIONS[free_policy]}): {why}."
+
+
 DEFAULTS: dict[str, object] = {"cfg_block_size": None, "cfg_num_blocks": None, "cfg_policy": "vllm", "cfg_hash_algo": "sha256"}
 
 
@@ -64,6 +74,5 @@ def render_sidebar() -> LabSettings:
                  help="\n\n".join(f"**{k}**: {v}" for k, v in POLICY_HELP.items()))
         st.selectbox("Hash algorithm", algos, key=mirror("cfg_hash_algo"), on_change=copy_back("cfg_hash_algo"))
         settings = current_settings()
-        _seed, why = resolve_seed(settings.hash_algo, None)
-        st.caption(f"Hash seed: {why}.")
+        st.caption(seed_note(settings.hash_algo, settings.free_policy))
     return settings

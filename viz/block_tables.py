@@ -1,7 +1,8 @@
 """Each live request's block table: logical block i -> physical block id.
 
-Colours say where a block came from: a cache **hit**, **computed** by this request (and now
-cached), or **partial** (not full yet, so never hashed).
+Colours say where a block came from: a cache **hit**, or **in use** as the pool grid draws it (computed
+by this request, full and hashed), or **partial** (not full yet, so never hashed). A block the grid
+draws "in use" is never a different colour here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ LABEL_WIDTH = 2.2  # grid units left of the tiles for "r0 (running)"
 def table_block_state(snapshot: CacheSnapshot, request_id: str, block_id: int, hits: Mapping[str, set[int]] | None) -> str:
     if hits and block_id in hits.get(request_id, set()):
         return "hit"
-    return "computed" if snapshot.block_hash[block_id] is not None else "partial"
+    return "in_use" if snapshot.block_hash[block_id] is not None else "partial"
 
 
 def block_tables_figure(

@@ -1,4 +1,4 @@
-"""The free queue as the linked list it is: head -> ... -> tail, next victim marked.
+"""The free queue as the linked list it is: head -> ... -> tail, the next block reused and the next eviction marked.
 
 The head is the next block handed out. Popping a block that still has a hash *evicts*
 it, so the first cached block from the head is the next eviction victim.
@@ -26,16 +26,25 @@ def next_eviction(snapshot: CacheSnapshot) -> int | None:
     return None
 
 
+#: The free queue's marks, in one place (the lab's browser player gets them too): an empty head is only
+#: reused, nothing is lost; a hashed block is evicted when an allocation reaches it.
+QUEUE_MARKS: dict[str, str] = {
+    "reused": "next to be reused",
+    "evicted": "will be evicted",
+    "both": "will be evicted next",
+}
+
+
 def queue_marks(snapshot: CacheSnapshot) -> dict[int, str]:
-    """The free queue's marks: its head "next reused", the first block still holding a hash "next
-    evicted"; one "next victim" when they are the same block. Empty for an empty queue."""
+    """The free queue's marks: its head "next to be reused", the first block still holding a hash "will
+    be evicted"; "will be evicted next" when the head itself still holds a hash. Empty for an empty queue."""
     queue = snapshot.free_queue
     if not queue:
         return {}
     head, evict = queue[0], next_eviction(snapshot)
-    marks = {head: "next victim" if evict in (None, head) else "next reused"}
+    marks = {head: QUEUE_MARKS["both"] if evict == head else QUEUE_MARKS["reused"]}
     if evict is not None and evict != head:
-        marks[evict] = "next evicted"
+        marks[evict] = QUEUE_MARKS["evicted"]
     return marks
 
 
@@ -57,8 +66,7 @@ def free_queue_figure(
     touched: Iterable[int] = (),
 ) -> go.Figure:
     """Nodes in head -> tail order, wrapped every ``per_row``; node trace ``customdata`` is
-    ``[block_id, state, position]``. The head is labelled "next reused", the first cached
-    block "next evicted" (one label "next victim" when they are the same block)."""
+    ``[block_id, state, position]``. Marks as :func:`queue_marks` says."""
     selected = as_id_set(highlight)
     queue = list(snapshot.free_queue)
     per_row = max(1, min(per_row, snapshot.num_blocks - 1))  # fixed per pool, so nodes keep their size
@@ -104,7 +112,7 @@ def free_queue_figure(
         for block_id, label in queue_marks(snapshot).items():
             pos = queue.index(block_id)
             row, col = divmod(pos, per_row)
-            above = label == "next evicted"  # above the node, so it never collides with "next reused"
+            above = label == QUEUE_MARKS["evicted"]  # above the node, so it never collides with the head's mark
             annotations.append(
                 dict(x=col + 0.5 + NODE_W / 2, y=row * 1.6 + (0 if above else 0.8),
                      text=f"{label} ▼" if above else f"▲ {label}", showarrow=False,

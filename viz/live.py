@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import plotly.graph_objects as go
 
 from teaching.live.state import BlockKey, CachedBlock, ReplicaState
-from viz.theme import STATE_COLORS, base_layout, short_hash
+from viz.theme import STATE_COLORS, base_layout, short_hash, text_color
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -25,8 +25,8 @@ LABEL_CHARS = 16
 GHOST_BATCHES = 3
 NODE_W, NODE_H = 0.86, 0.7  # a block's rectangle, in (depth, row) units
 #: Colours: a cached block can be hit; a new one was just stored; a ghost was just evicted.
-TREE_COLORS = {"cached": STATE_COLORS["cached_free"], "new": STATE_COLORS["computed"],
-               "evicted": STATE_COLORS["evicted"]}
+TREE_STATES = {"cached": "cached_free", "new": "computed", "evicted": "evicted"}
+TREE_COLORS = {name: STATE_COLORS[state] for name, state in TREE_STATES.items()}
 
 
 def block_text(block: CachedBlock, decode: Decode | None) -> str:
@@ -97,6 +97,7 @@ def prefix_tree_figure(replica: ReplicaState, decode: Decode | None = None, *,
     xs: list[float] = []
     ys: list[float] = []
     labels: list[str] = []
+    label_colors: list[str] = []  # the theme's readable text colour on each node's fill
     hovers: list[str] = []
     for key, (depth, row) in placed.items():
         block = replica.blocks[key]
@@ -107,6 +108,7 @@ def prefix_tree_figure(replica: ReplicaState, decode: Decode | None = None, *,
         xs.append(depth)
         ys.append(row)
         labels.append(_clip(text))
+        label_colors.append(text_color(TREE_STATES[state]))
         where = f" · block #{block.block_id}" if block.block_id is not None else ""
         hovers.append(f"hash {short_hash(key)}{where}<br>stored in batch {block.stored_seq}"
                       f"{' (×' + str(block.copies) + ')' if block.copies > 1 else ''}<br>{_clip(text, 200)}")
@@ -141,7 +143,7 @@ def prefix_tree_figure(replica: ReplicaState, decode: Decode | None = None, *,
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=edge_x, y=edge_y, mode="lines", line=dict(color="#90a4ae", width=2),
                              hoverinfo="skip", name="parent → child"))
-    fig.add_trace(go.Scatter(x=xs, y=ys, mode="text", text=labels, textfont=dict(color="white", size=11),
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="text", text=labels, textfont=dict(color=label_colors, size=11),
                              hovertext=hovers, hoverinfo="text", name="cached blocks"))
     if ghost_x:
         fig.add_trace(go.Scatter(x=ghost_x, y=ghost_y, mode="markers", hovertext=ghost_hover, hoverinfo="text",

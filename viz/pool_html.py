@@ -112,8 +112,8 @@ def free_queue_html(
     touched: Iterable[int] = (),
     title: str = "Free queue (head → tail)",
 ) -> str:
-    """The free queue as the linked list it is, HEAD → … → TAIL. The head is marked "next reused", the
-    first block still holding a hash "next evicted" (one "next victim" when they are the same)."""
+    """The free queue as the linked list it is, HEAD → … → TAIL. Marks as
+    :func:`viz.free_queue.queue_marks` says."""
     touched_ids = set(touched)
     queue = list(snapshot.free_queue)
     head = f"<div class='pl-pool'><div class='pp-title'>{escape(title)}</div>"

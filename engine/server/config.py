@@ -84,6 +84,7 @@ class ServerConfig:
     kv_events: KVEventsConfig = field(default_factory=KVEventsConfig)
     student_keys: frozenset[str] = frozenset()
     teacher_key: str | None = None
+    cache_salt_policy: str = "bound"  # engine/server/salt.py: a student's salt belongs to its key
 
     @property
     def requires_key(self) -> bool:

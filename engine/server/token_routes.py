@@ -16,7 +16,7 @@ from fastapi import FastAPI, Request
 from engine.errors import PrefixLabError
 from engine.llm_engine import Prompt
 from engine.server import protocol, render
-from engine.server.app import APIError, Server
+from engine.server.handlers import APIError, Server
 
 T = TypeVar("T")
 

@@ -371,8 +371,8 @@ ORDER_HINTS: dict[str, str] = {
 
 #: The rule each answer word follows, named when a student's choice is wrong.
 RULES: dict[str, str] = {
-    "free_queue": ("a finishing request frees its blocks last block first; under vLLM ≥ 0.24 a block without a hash "
-                   "goes to the head of the free queue and a hashed one to the tail (classic: every block to the tail); "
+    "free_queue": ("a finishing request frees its blocks last block first; under vLLM 0.33 a block without a hash "
+                   "goes to the head of the free queue and a hashed one to the tail (vLLM 0.23 (classic): every block to the tail); "
                    "a hit takes a block out of the queue"),
     "next_reused": "an allocation always pops the head of the free queue",
     "next_evicted": ("eviction is lazy: a cached block keeps its hash in the free queue and loses it only when it "
@@ -434,9 +434,13 @@ def diagnose(choice: str, value: Any, kind: str) -> str:
     return ""
 
 
-def wrong_answer_feedback(expression: Expression, choice: str, value: object) -> str:
-    """Feedback for a wrong choice that names the rule the student missed."""
+def wrong_answer_feedback(expression: Expression, choice: str, value: object, rule: str = "") -> str:
+    """Feedback for a wrong choice that names the rule the student missed.
+
+    ``rule`` is the question's own rule when the lesson gives one: ``hit_blocks`` in a LoRA
+    question is about the adapter in the hash, not about the last token.
+    """
     what = diagnose(choice, value, expression.kind)
-    rule = RULES.get(expression.word.name, expression.word.meaning)
+    rule = rule or RULES.get(expression.word.name, expression.word.meaning)
     head = f"Not quite: **{choice}**: {what}." if what else f"Not quite: the engine does not say **{choice}**."
     return f"{head} The rule: {rule}."

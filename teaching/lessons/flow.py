@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 from engine.events import BlocksAllocated, BlocksTouched, Event
 from engine.timeline import block_contents
+from engine.vllm_versions import FREE_POLICY_VERSIONS
 from teaching.lessons.answers import order_hint, wrong_answer_feedback
 from teaching.lessons.loader import Answer, Lesson, Question
 from teaching.limits import parse_whole_number
-from teaching.scenarios.describe import EVENT_TAGS, describe_event
+from teaching.scenarios.describe import EVENT_TAGS, describe_event, without_markup
 from teaching.scenarios.scenario import ActionSpan, ScenarioRun
 
 #: Events that make the step log too chatty for a beginner.
@@ -62,11 +63,7 @@ def shown_scenario(lesson: Lesson) -> list[str]:
 
 def _without_labels(line: str) -> str:
     """``step  # @r0-prefill`` -> ``step``; ``run  # @done all finish`` -> ``run  # all finish``."""
-    if "#" not in line:
-        return line.rstrip()
-    code, _, comment = line.partition("#")
-    comment = _LABEL_INSIDE.sub("", comment).strip()
-    return f"{code}# {comment}".rstrip() if comment else code.rstrip()
+    return without_markup(line)
 
 
 def shown_line(lesson: Lesson, line_no: int) -> str:
@@ -158,7 +155,7 @@ def moments_with_questions(lesson: Lesson) -> list[int]:
 def question_prompt(lesson: Lesson, moment: MomentQuestion) -> str:
     """The line above a question saying which moment it is about."""
     q = moment.question
-    rule = f" (under the {q.policy} rule)" if len(lesson.policies) > 1 else ""
+    rule = f" (under {FREE_POLICY_VERSIONS[q.policy]})" if len(lesson.policies) > 1 else ""
     line = f"line {q.after}: `{shown_line(lesson, q.after)}`"
     if moment.phase == PREDICT:
         return f"Predict, then press **Next →** to play {line}{rule}."
@@ -182,7 +179,7 @@ def engine_says(lesson: Lesson, question: Question, answer: Answer) -> str:
         meaning = meaning.replace("the request", str(question.answer.arg))
     elif question.answer.word.arg == "block":
         meaning = meaning.replace("the block", f"block {question.answer.arg}")
-    rule = f", {question.policy} rule" if len(lesson.policies) > 1 else ""
+    rule = f", {FREE_POLICY_VERSIONS[question.policy]}" if len(lesson.policies) > 1 else ""
     return f"The engine says **{answer.text}** ({meaning}, after line {question.after}{rule})."
 
 
@@ -193,7 +190,7 @@ def feedback(lesson: Lesson, question: Question, answer: Answer, verdict: str | 
     if verdict == RIGHT:
         return f"Right! {engine_says(lesson, question, answer)}"
     if verdict == WRONG and choice is not None:
-        return (wrong_answer_feedback(question.answer, choice, answer.value)
+        return (wrong_answer_feedback(question.answer, choice, answer.value, question.rule)
                 + f" Step to line {question.after} and look again, or press Reveal.")
     if verdict == REVEALED:
         return f"{engine_says(lesson, question, answer)} The picture now shows the moment after line {question.after}."

@@ -50,7 +50,7 @@ from teaching.scenarios.scenario import AddRequest, Scenario, ScenarioError, par
 
 LESSON_KEYS = ("title", "summary", "scenario", "policies", "questions", "measure")
 MEASURE_KEYS = ("system", "questions", "block_size")
-QUESTION_KEYS = ("id", "ask", "after", "answer", "options", "policy", "explain")
+QUESTION_KEYS = ("id", "ask", "after", "answer", "options", "policy", "explain", "rule")
 POLICIES = ("vllm", "classic")
 _LABEL_RE = re.compile(r"#\s*@([A-Za-z0-9_\-]+)")
 
@@ -79,6 +79,7 @@ class Question:
     policy: str
     explain: str
     file_line: int  # where the question starts in the lesson file
+    rule: str = ""  # the rule a wrong answer missed, when the answer word's own rule is not the point
 
 
 @dataclass
@@ -250,6 +251,7 @@ def _parse_question(item: yaml.Node, number: int, lesson: Lesson, path: Path) ->
         after=after, after_text=after_text, answer=expression, options=options, policy=policy,
         explain=_text(fields["explain"][1], path, "explain").strip() if "explain" in fields else "",
         file_line=line,
+        rule=_text(fields["rule"][1], path, "rule").strip().rstrip(".") if "rule" in fields else "",
     )
 
 

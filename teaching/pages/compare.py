@@ -15,15 +15,15 @@ from engine.config import EngineConfig
 from engine.events import BlockRemoved
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
-from engine.vllm_versions import DEFAULT_VLLM_VERSION
+from engine.vllm_versions import DEFAULT_VLLM_VERSION, FREE_POLICY_VERSIONS
 from teaching.scenarios.scenario import run_scenario
 
 #: (key, label, enable_prefix_caching, vllm_version), in the order the charts show them. The keys
 #: and labels name the free rule ("classic" is 0.23's); the release is the engine's one knob.
 SETTINGS: tuple[tuple[str, str, bool, str], ...] = (
     ("off", "caching off", False, DEFAULT_VLLM_VERSION),
-    ("vllm", "vLLM (≥0.24)", True, DEFAULT_VLLM_VERSION),
-    ("classic", "classic (≤0.23)", True, "0.23"),
+    ("vllm", FREE_POLICY_VERSIONS["vllm"], True, DEFAULT_VLLM_VERSION),
+    ("classic", FREE_POLICY_VERSIONS["classic"], True, "0.23"),
 )
 
 

@@ -15,7 +15,7 @@ from engine.kv_cache import FREE_POLICIES
 from engine.timeline import CacheSnapshot, block_contents, hit_blocks
 from engine.vllm_versions import resolve_vllm_version
 from teaching import limits
-from teaching.scenarios.describe import EVENT_TAGS, describe_event, tokens_label
+from teaching.scenarios.describe import EVENT_TAGS, describe_event, tokens_label, without_markup
 from teaching.scenarios.scenario import ScenarioRun, parse_scenario, run_scenario
 
 #: Jump buttons: label -> event kinds to stop after.
@@ -231,7 +231,7 @@ class EventCard:
 def event_card(run: ScenarioRun, contents: dict[bytes, list[int]], pos: int) -> EventCard:
     """The card for the state after ``pos`` events (``pos == 0``: before anything happened)."""
     span = run.span_at(pos)
-    where = f"after line {span.action.line_no}: {span.action.source}" if span else "before the first line"
+    where = f"after line {span.action.line_no}: {without_markup(span.action.source)}" if span else "before the first line"
     head = f"Event {pos} of {len(run.events)} · engine step {engine_step_at(run.events, pos)} · {where}"
     note = span.note if span and span.note and span.end == pos else ""
     if pos == 0:
@@ -248,10 +248,11 @@ def touched_blocks(event: Event | None) -> list[int]:
 
 
 def table_states(snap: CacheSnapshot, request_id: str, hits: dict[str, set[int]]) -> list[str]:
-    """Per block of a request's table: ``hit`` (from the cache), ``computed`` (hashed) or ``partial``."""
+    """Per block of a request's table: ``hit`` (from the cache), ``in_use`` (hashed: the pool grid's own
+    colour for it) or ``partial``."""
     return [
         "hit" if block_id in hits.get(request_id, set())
-        else "computed" if snap.block_hash[block_id] is not None else "partial"
+        else "in_use" if snap.block_hash[block_id] is not None else "partial"
         for block_id in snap.block_tables[request_id]
     ]
 

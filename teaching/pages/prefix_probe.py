@@ -11,6 +11,7 @@ it was at the lookup) into plain data the figures and explanations can use.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.config import EngineConfig
@@ -98,6 +99,8 @@ class ProbeResult:
     probe: RequestTrace  # r2: looked up against r1's blocks
     lookup: CacheLookup  # the engine's verdict for r2
     hash_table: tuple[BlockHash, ...]  # hashes in the table at r2's lookup, insertion order
+    tokenizer: str = "words"  # "words", or SmolLM2's (teaching/pages/real_tokens.py)
+    prompt_texts: tuple[str, str] | None = None  # the texts as typed, when a real tokenizer made the ids
 
     @property
     def num_hit_blocks(self) -> int:
@@ -147,14 +150,17 @@ def _num_tokens_upper_bound(prompt: str | list[int]) -> int:
 
 
 def _trace(
-    engine: LLMEngine, request_id: str, spec: RequestSpec, hash_table: set[BlockHash], hit_ids: list[int]
+    engine: LLMEngine, request_id: str, spec: RequestSpec, hash_table: set[BlockHash], hit_ids: list[int],
+    token_text: Callable[[int], str] | None = None,
 ) -> RequestTrace:
     """Collect one request's blocks from the engine: its token ids and ``block_hashes``."""
     request = engine.get_request(request_id)
     block_size = engine.kv_cache_manager.block_size
     none_hash = engine.kv_cache_manager.hasher.none_hash
     token_ids = tuple(request.prompt_token_ids)
-    if isinstance(spec.prompt, str):
+    if token_text is not None:
+        texts = tuple(token_text(t) for t in token_ids)
+    elif isinstance(spec.prompt, str):
         texts = tuple(engine.tokenizer.token_text(t) for t in token_ids)
     else:
         texts = tuple(str(t) for t in token_ids)
@@ -187,8 +193,14 @@ def probe_prefix_cache(
     block_size: int = 4,
     hash_algo: str = "sha256",
     hash_seed: str | None = None,
+    token_text: Callable[[int], str] | None = None,
+    tokenizer: str = "words",
+    prompt_texts: tuple[str, str] | None = None,
 ) -> ProbeResult:
     """Run ``cached`` (r1) to completion on a simulator engine, then look ``probe`` (r2) up.
+
+    Prompts as token ids from a real tokenizer come with ``token_text`` (each id's text, for the
+    figures), the tokenizer's name and the texts as typed (:mod:`teaching.pages.real_tokens`).
 
     Raises :class:`~engine.errors.PrefixLabError` subclasses with a student-readable
     message for bad input (empty prompt, bad block size, unknown algorithm, ...).
@@ -242,10 +254,12 @@ def probe_prefix_cache(
         seed=str(hasher.seed),
         seed_reason=hasher.seed_reason,
         none_hash=hasher.none_hash,
-        cached=_trace(engine, CACHED_ID, _normalised(cached), set(table), []),
-        probe=_trace(engine, PROBE_ID, _normalised(probe), set(table), list(lookup.hit_block_ids)),
+        cached=_trace(engine, CACHED_ID, _normalised(cached), set(table), [], token_text),
+        probe=_trace(engine, PROBE_ID, _normalised(probe), set(table), list(lookup.hit_block_ids), token_text),
         lookup=lookup,
         hash_table=table,
+        tokenizer=tokenizer,
+        prompt_texts=prompt_texts,
     )
 
 

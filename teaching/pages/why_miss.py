@@ -99,6 +99,23 @@ def _last_token_cause(result: ProbeResult, cap: int, n: int) -> str:
     return f"every full block matches, but {last}"
 
 
+def _same_tokens(result: ProbeResult) -> str:
+    """Equal token ids: say whose tokenizer made them equal when the typed texts differ.
+
+    The word tokenizer drops spaces, so "a b " and "a b" give the same ids here; SmolLM2's
+    tokenizer (what vLLM would use) makes a trailing space a token of its own.
+    """
+    p1, p2 = result.prompt_texts or (result.cached.spec.prompt, result.probe.spec.prompt)
+    if result.tokenizer != "words":
+        same = "send the same text" if p1 == p2 else "differ only in ways SmolLM2's tokenizer does not see"
+        return f"r1 and r2 {same}: SmolLM2's tokenizer gives them the same token ids, as vLLM would."
+    if isinstance(p1, str) and isinstance(p2, str) and p1 != p2:
+        return ("The prompts differ only in spacing, and this page's word tokenizer drops spaces, so r1 and r2 "
+                "get the same tokens here. A real tokenizer keeps them: SmolLM2's turns a trailing space into "
+                "a token of its own, so vLLM would see different prompts (switch to SmolLM2's tokenizer to see it).")
+    return "r1 and r2 send the same prompt, so they have the same token ids."
+
+
 def explain(result: ProbeResult) -> MissExplanation:
     """The headline verdict plus every rule that shaped it."""
     lookup, bs = result.lookup, result.block_size
@@ -122,9 +139,10 @@ def explain(result: ProbeResult) -> MissExplanation:
     reasons: list[str] = []
     diff = result.first_diff_token
     if diff is None:
-        reasons.append("The token ids of r1 and r2 are identical.")
+        reasons.append(_same_tokens(result))
     elif diff >= result.cached.num_tokens:
-        reasons.append(f"r1 ends at token {diff}; r2 goes on, so everything from token {diff} is new to the cache.")
+        reasons.append(f"r1 ends at token {diff}; r2 goes on ({_token(result, 'r2', diff)} next), so everything "
+                       f"from token {diff} is new to the cache.")
     elif diff >= n:
         reasons.append(f"r2 is a prefix of r1: it ends at token {diff}.")
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 from engine.events import (
@@ -49,6 +50,21 @@ def ids(block_ids: Sequence[int]) -> str:
 def blocks_word(block_ids: Sequence[int]) -> str:
     """"block 4" or "blocks 1, 2 and 3"."""
     return ("block " if len(block_ids) == 1 else "blocks ") + ids(block_ids)
+
+
+_LABEL_MARKUP = re.compile(r"\s*@[A-Za-z0-9_\-]+")
+
+
+def without_markup(line: str) -> str:
+    """A scenario line as a student reads it: lesson bookmarks (``# @label``) removed.
+
+    ``step  # @r0-prefill`` -> ``step``; ``run  # @done all finish`` -> ``run  # all finish``.
+    """
+    if "#" not in line:
+        return line.rstrip()
+    code, _, comment = line.partition("#")
+    comment = _LABEL_MARKUP.sub("", comment).strip()
+    return f"{code}# {comment}".rstrip() if comment else code.rstrip()
 
 
 def plural(n: int, word: str) -> str:
@@ -122,14 +138,15 @@ def describe_event(
     if isinstance(event, BlockStored):
         size = event.block_size
         chunks = [tokens_label(event.token_ids[i * size : (i + 1) * size], text) for i in range(len(event.block_ids))]
-        who = f" of {event.request_id}" if event.request_id else ""
-        return (f"{blocks_word(event.block_ids).capitalize()}{who} "
+        who = f" (filled by {event.request_id})" if event.request_id else ""
+        return (f"Physical {blocks_word(event.block_ids)}{who} "
                 f"{'is' if len(event.block_ids) == 1 else 'are'} full: hashed and added to the hash table ("
                 + " | ".join(chunks) + ").")
     if isinstance(event, BlocksFreed):
         return describe_free(event)
     if isinstance(event, RequestScheduled):
-        done = f" ({event.num_computed_tokens} already in the cache)" if event.num_computed_tokens else ""
+        done = (f" (the {plural(event.num_computed_tokens, 'token')} before them already have K/V in its blocks: "
+                "cache hits or computed in earlier steps)") if event.num_computed_tokens else ""
         return f"{event.request_id} computes {plural(event.num_new_tokens, 'token')} this step{done}."
     if isinstance(event, TokenGenerated):
         return f"{event.request_id} generates “{text(event.token_id)}”."

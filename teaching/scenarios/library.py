@@ -43,7 +43,7 @@ run
 
 DIVERGENCE = """\
 # Divergence in the middle
-# Two prompts agree on their first 9 tokens and differ from token 10 on. Only the blocks
+# Two prompts agree on their first 8 tokens and differ at the 9th. Only the blocks
 # before the first difference can hit: the block that holds the difference gets a new
 # hash, and because hashes are chained, so does every block after it, even where the
 # tokens agree again.

@@ -1,7 +1,7 @@
 """Eviction policies for trace replay, each inside the real ``KVCacheManager``.
 
-* ``vllm``: vLLM's LRU free queue (>= 0.24: hashless blocks to the head, hashed to the tail).
-* ``classic``: vLLM <= 0.23, every freed block to the tail.
+* ``vllm``: vLLM 0.33's LRU free queue (hashless blocks to the head, hashed to the tail; the rule since 0.24).
+* ``classic``: vLLM 0.23 (classic), every freed block to the tail.
 * ``radix``: SGLang's RadixAttention: the cached prefixes form a tree; evict the *leaf*
   whose last use (a lookup that matched it, or its insertion) is oldest.
 * ``belady``: Belady's offline optimum restricted to leaves: evict the leaf whose next use
@@ -26,12 +26,13 @@ from engine.errors import ConfigError
 from engine.events import EventLog
 from engine.hashing import BlockHash
 from engine.kv_cache import BlockPool, KVCacheBlock, KVCacheManager
+from engine.vllm_versions import FREE_POLICY_VERSIONS
 from teaching.traces.loader import TRACE_BLOCK_SIZE
 
 #: Policy name -> what it is, in the order figures and tables show them.
 POLICIES: dict[str, str] = {
-    "vllm": "vLLM LRU (≥0.24)",
-    "classic": "classic LRU (≤0.23)",
+    "vllm": f"{FREE_POLICY_VERSIONS['vllm']} LRU",
+    "classic": f"{FREE_POLICY_VERSIONS['classic']} LRU",
     "radix": "radix-tree LRU (SGLang)",
     "belady": "Belady optimum (leaves)",
 }

@@ -37,7 +37,7 @@ def test_generated_trace_shows_three_settings(at: AppTest) -> None:
     assert [key for key, _ in rates] == ["off", "vllm", "classic"]
     assert rates[0][1] == 0 and rates[1][1] > rates[2][1] > 0
     table = at.dataframe[0].value
-    assert list(table["setting"]) == ["caching off", "vLLM (≥0.24)", "classic (≤0.23)"]
+    assert list(table["setting"]) == ["caching off", "vLLM 0.33", "vLLM 0.23 (classic)"]
 
 
 def test_bigger_pool_raises_the_hit_rate(at: AppTest) -> None:

@@ -161,7 +161,7 @@ def test_side_by_side_lesson_draws_both_policies() -> None:
     lesson = next(lesson for lesson in LESSONS if lesson.policies == ("vllm", "classic"))
     at = open_page(lesson.slug)
     assert len(charts(at)) == 6
-    assert any("**classic**" in m.value for m in at.markdown)
+    assert any("**vLLM 0.23 (classic)**" in m.value for m in at.markdown)
 
 
 def test_broken_lesson_shows_its_file_and_line_and_the_others_still_load(tmp_path: Path, monkeypatch) -> None:
@@ -198,7 +198,8 @@ def test_open_in_lab_hands_over_the_scenario_at_this_moment() -> None:
     at.run()
     at.button(key=f"lab_{lesson.slug}").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.session_state["custom_text"] == lesson.scenario_text
+    assert at.session_state["custom_text"] == "\n".join(flow.shown_scenario(lesson))  # no lesson markup
+    assert "@" not in at.session_state["custom_text"]
     assert at.session_state["lab_source"] == "custom"
     assert at.session_state["lab_pos"] > 0
     assert any("eviction lab" in m.value for m in at.markdown)

@@ -20,7 +20,7 @@ def at() -> AppTest:
 def test_sample_curve_has_every_policy_and_the_ceiling(at: AppTest) -> None:
     assert [m.value for m in at.metric][:2] == ["500", "14,162"]
     fig = figure(at, "Hit rate against cache capacity")
-    assert [t["name"] for t in fig["data"]] == ["vLLM LRU (≥0.24)", "classic LRU (≤0.23)", "radix-tree LRU (SGLang)",
+    assert [t["name"] for t in fig["data"]] == ["vLLM 0.33 LRU", "vLLM 0.23 (classic) LRU", "radix-tree LRU (SGLang)",
                                                 "Belady optimum (leaves)"]
     assert fig["layout"]["xaxis"]["type"] == "log" and fig["data"][0]["x"][0] == 20 * 512
     assert "unbounded cache: 16.4%" in fig["layout"]["annotations"][0]["text"]

@@ -76,7 +76,7 @@ def test_free_queue_order_and_victims(vllm: ScenarioRun, classic: ScenarioRun) -
     assert [c[2] for c in fig.data[0].customdata] == list(range(10))
     assert fig.data[0].customdata[0][1] == "free" and fig.data[0].customdata[5][1] == "cached_free"
     texts = [a.text for a in fig.layout.annotations]
-    assert "▲ next reused" in texts and "next evicted ▼" in texts
+    assert "▲ next to be reused" in texts and "will be evicted ▼" in texts
     assert next_eviction(snap) == 4
     assert "<b>HEAD</b>" in texts and "<b>TAIL</b>" in texts
     # classic: block 8 (no hash) is the head; 4 is still the first cached block.
@@ -104,7 +104,7 @@ def test_block_tables_hits_and_partial(vllm: ScenarioRun) -> None:
     assert rows[3][3] == "partial"
     after_store = block_tables_figure(vllm.timeline().state_at(k + 1), hits=hit_blocks(vllm.events, k + 1))
     states = {c[2]: c[3] for c in after_store.data[0].customdata}
-    assert states[7] == "computed" and states[10] == "partial"
+    assert states[7] == "in_use" and states[10] == "partial"
 
 
 def test_block_tables_empty() -> None:

@@ -55,7 +55,7 @@ def test_free_queue_order_and_marks(vllm: ScenarioRun) -> None:
     html = free_queue_html(snap)
     assert [int(b) for b, _ in tiles(html)] == [7, 5, 8, 9, 10, 4, 3, 6, 2, 1]
     assert tiles(html)[0][1] == "free" and tiles(html)[5][1] == "cached_free"
-    assert html.index("next reused ▼") < html.index("data-block='7'") < html.index("next evicted ▼") < html.index(
+    assert html.index("next to be reused ▼") < html.index("data-block='7'") < html.index("will be evicted ▼") < html.index(
         "data-block='4'")
     assert "HEAD" in html and "TAIL" in html and html.count("→") >= 9
 

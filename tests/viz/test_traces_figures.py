@@ -21,7 +21,7 @@ def test_miss_ratio_curve_log_axis_policies_and_ceiling(prepared) -> None:
     fig = miss_ratio_figure(curve)
     assert fig.layout.xaxis.type == "log"
     assert fig.layout.xaxis.range[0] < 4 < 8 < fig.layout.xaxis.range[1]  # 10^4 .. 10^8 tokens shown
-    assert [t.name for t in fig.data] == ["vLLM LRU (≥0.24)", "Belady optimum (leaves)"]
+    assert [t.name for t in fig.data] == ["vLLM 0.33 LRU", "Belady optimum (leaves)"]
     assert list(fig.data[1].x) == [20 * 512, 200 * 512, 2000 * 512]
     assert list(fig.data[1].y) == [100 * r.total.token_hit_rate for r in curve.results["belady"]]
     ceiling = 100 * curve.ceiling.total.token_hit_rate

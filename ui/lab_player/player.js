@@ -125,7 +125,7 @@
     label("<b>free queue</b>", L.markH + S.chip / 2 - 10);
     if (!f.fq.length) label("<small>empty: the next allocation must wait</small>", L.markH + S.chip / 2 + 10);
     L.rows.forEach((r) => label(`${r.rid} <small>${r.status}</small>`, r.y + S.chip / 2 - 11));
-    // "next reused" / "next evicted" above the queue's head and its first cached block
+    // the queue's marks (words from viz.free_queue.QUEUE_MARKS) above its head and its first cached block
     if (f.fq.length && asking === null) {  // while a question is open the marks would give its answer away
       const firstCached = f.fq.find((b) => f.hash[b] !== null);
       const head = f.fq[0];
@@ -138,8 +138,9 @@
         left = Math.max(0, Math.min(left, flow.clientWidth - m.offsetWidth));
         m.style.left = left + "px";
         taken = { row, right: left + m.offsetWidth }; };
-      if (firstCached === undefined || firstCached === head) put(head, "next ▼");
-      else { put(head, "reused ▼"); put(firstCached, "evicted ▼"); }
+      const W = A.theme.marks;
+      if (firstCached === head) put(head, W.both + " ▼");
+      else { put(head, W.reused + " ▼"); if (firstCached !== undefined) put(firstCached, W.evicted + " ▼"); }
     }
     const keys = new Set();
     const where = new Map();
@@ -360,7 +361,7 @@
         '<button type="button" class="restart">Ask from the start</button>',
         (el) => { el.querySelector(".restart").onclick = () => { forgetAnswersAfter(-1); ask(0, qs[0].ask_at, false); }; });
     } else {
-      setPredict("predict", `${head}This trace never evicts under this policy: try <i>Eviction pressure</i>, or the <i>classic</i> policy.`);
+      setPredict("predict", `${head}This trace never evicts under this policy: try <i>Eviction pressure</i>, or vLLM 0.23 (classic).`);
     }
   }
 
@@ -455,6 +456,7 @@
     A = args;
     const root = document.documentElement.style;
     root.setProperty("--plain", A.theme.plain); root.setProperty("--evicted", A.theme.fill.evicted);
+    root.setProperty("--evicted-text", A.theme.text.evicted);
     root.setProperty("--touched", A.theme.outline_css.touched); root.setProperty("--selected", A.theme.outline_css.selected);
     root.setProperty("--selected-row", A.theme.selected_row);
     root.setProperty("--differs", A.theme.outline_css.differs);
