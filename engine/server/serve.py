@@ -34,6 +34,8 @@ def serve(config: ServerConfig, engine_config: EngineConfig, host: str, port: in
     pool = engine.kv_cache_manager
     print(f"PrefixLab serving {config.served_model_name!r} on http://{host}:{port}/v1 "
           f"({pool.num_blocks} blocks x {pool.block_size} tokens"
+          + (f"; offload tier of {engine.offloading.manager.num_chunks} blocks, {engine.offloading.manager.cache_policy}"
+             if engine.offloading is not None else "")
           + (f"; KV events on {config.kv_events.endpoint}" if publisher else "") + ")", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
     return 0
