@@ -51,6 +51,7 @@ def pages() -> dict[str, list[st.Page]]:
             page("app_pages/lab.py", "Block pool & eviction lab", ":material/grid_view:",
                  default=not (ROOT / "app_pages/lessons.py").exists()),
             page("app_pages/scenario_editor.py", "Scenario editor", ":material/edit_note:"),
+            *optional_page("app_pages/second_tier.py", "A second tier", ":material/layers:"),
         ],
         # Compare page (app_pages/compare.py): cache off / vLLM / classic on one trace.
         "Measure": optional_page("app_pages/compare.py", "Compare", ":material/bar_chart:"),
