@@ -76,3 +76,14 @@ def test_lru_finishing_request_refreshes_its_prefix_tail_to_head():
     manager.complete_store([b"x", b"y", b"z"])
     manager.on_request_finished(ctx)
     assert manager.policy.order() == [b"z", b"y", b"x"]  # the head block is the most recent
+
+
+def test_live_state_keeps_the_tier_apart_from_the_device_pool():
+    from engine import kv_events
+    from teaching.live.state import ReplicaState
+
+    engine, _ = run([A, B, A], kv_offloading_num_blocks=16)
+    state = ReplicaState("r")
+    batch = kv_events.decode_batch(kv_events.encode_batch(engine.kv_cache_manager.events.events))
+    state.apply(0, 0.0, batch.events)
+    assert len(state.host_blocks) == 16 and state.block_size == 4  # the tier's events never touch the pool's view
