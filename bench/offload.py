@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             loaded[name].append(from_tier)
             firsts.append(first)
         same_tokens &= len(set(firsts)) == 1
-    device = engine.backend.device
+    device = getattr(engine.backend, "device", "cpu")
     print(f"model {engine.config.model} on {device}, prompt {args.prefix_tokens + len(question)} tokens "
           f"(block {engine.config.block_size}), tier {engine.offloading.manager.num_chunks} blocks "  # type: ignore[union-attr]
           f"({args.tier_gib} GiB), median of {args.repeats} rounds")

@@ -66,7 +66,7 @@ def two_tier_views(run: ScenarioRun) -> list[TierView]:
                 if request.num_cached_tokens == event.num_computed_tokens:
                     loaded[event.request_id] = event.num_computed_tokens - touched.get(event.request_id, 0)
         snapshot = timeline.state_at(span.end)
-        device = [DeviceBlock(b, words(h) if (h := snapshot.block_hash[b]) is not None else "", snapshot.ref_cnt[b])
+        device = [DeviceBlock(b, words(held) if (held := snapshot.block_hash[b]) is not None else "", snapshot.ref_cnt[b])
                   for b in range(1, snapshot.num_blocks)]
         views.append(TierView(span.action.source, device, [words(h) for h in host], spilled, gone, loaded))
     return views

@@ -15,7 +15,7 @@ from viz.theme import base_layout
 
 def tokens_label(blocks: int) -> str:
     tokens = blocks * TRACE_BLOCK_SIZE
-    return f"{tokens / 1e6:g}M" if tokens >= 10**6 else f"{tokens / 1e3:g}k" if tokens else "none"
+    return f"{tokens / 1e6:.1f}M" if tokens >= 10**6 else f"{tokens / 1e3:.0f}k" if tokens else "none"
 
 
 def surface_figure(surface: Surface, title: str | None = "Hit rate with a second tier") -> go.Figure:
