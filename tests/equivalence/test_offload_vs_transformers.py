@@ -63,3 +63,19 @@ def test_the_loaded_pages_are_the_ones_attended(tiny_model_dirs):
     out = engine.generate([ps[2]], SamplingParams(max_tokens=MAX_TOKENS))[0]
     assert engine.offloading.stats.loaded_blocks > 0
     assert out.token_ids != hf_greedy(engine.backend.hf_model, ps[2], MAX_TOKENS)
+
+
+def test_merged_passes_refuse_the_tier_with_a_message(tiny_model_dirs):
+    import torch
+
+    from engine.errors import ConfigError
+    from engine.model.batching import BatchedBackend, StepBatcher
+    from engine.model.loader import load_model
+    from engine.model.shared_pages import SharedPages
+    from engine.model.weights import ModelWeights
+
+    weights = ModelWeights(load_model(tiny_model_dirs["llama"], torch.float32, torch.device("cpu")))
+    batcher = StepBatcher(weights, SharedPages(weights, budget_mib=8))
+    config = EngineConfig(model="tiny", block_size=4, kv_cache_memory_mib=1, kv_offloading_num_blocks=8)
+    with pytest.raises(ConfigError, match="not available with merged passes"):
+        LLMEngine(config, backend=BatchedBackend(config, batcher))
