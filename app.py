@@ -53,6 +53,7 @@ def pages() -> dict[str, list[st.Page]]:
             page("app_pages/scenario_editor.py", "Scenario editor", ":material/edit_note:"),
             # KV cache groups page (app_pages/groups.py): a hybrid model's block tables per group.
             page("app_pages/groups.py", "KV cache groups", ":material/view_column:"),
+            *optional_page("app_pages/second_tier.py", "A second tier", ":material/layers:"),
         ],
         # Compare page (app_pages/compare.py): cache off / vLLM / classic on one trace.
         "Measure": optional_page("app_pages/compare.py", "Compare", ":material/bar_chart:"),

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from engine.errors import ConfigError
 from engine.hashing import HASH_FUNCTIONS
+from engine.kv_offload.config import KVOffloadingConfig
 from engine.vllm_versions import DEFAULT_VLLM_VERSION, VllmVersion, get_vllm_version, require_sliding_window_rules
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -46,6 +47,12 @@ class EngineConfig:
     enable_events: bool = True
     seed: int = 0
     layer_pattern: str | None = None
+    #: vLLM's ``--kv-offloading-size`` (GiB of host memory for the offload tier); None: no tier.
+    kv_offloading_size: float | None = None
+    #: The tier's size in blocks instead of GiB (the simulator, small lab tiers).
+    kv_offloading_num_blocks: int | None = None
+    #: The tier's eviction policy, vLLM's ``eviction_policy``: "lru" or "arc".
+    kv_offloading_policy: str = "lru"
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -59,6 +66,7 @@ class EngineConfig:
             raise ConfigError(f"Unknown hash algorithm {self.hash_algo!r}; choose one of {sorted(HASH_FUNCTIONS)}.")
         if self.max_num_batched_tokens < 1 or self.max_num_seqs < 1:
             raise ConfigError("max_num_batched_tokens and max_num_seqs must be at least 1.")
+        self.kv_offloading  # noqa: B018  (validates the tier's size and policy)
         if self.has_sliding_window:
             require_sliding_window_rules(self.version.name)
             if self.backend != "simulator":
@@ -66,6 +74,9 @@ class EngineConfig:
                     "A layer pattern with sliding windows runs on the simulator (backend='simulator'): "
                     "the model back end keeps one block table for all layers."
                 )
+            if self.kv_offloading is not None:
+                raise ConfigError("The KV offloading tier works with one KV cache group; drop the sliding-window "
+                                  "layer pattern or the tier.")
 
     @property
     def layer_windows(self) -> list[int | None] | None:
@@ -80,6 +91,15 @@ class EngineConfig:
     def has_sliding_window(self) -> bool:
         windows = self.layer_windows
         return windows is not None and any(w is not None for w in windows)
+
+    @property
+    def kv_offloading(self) -> KVOffloadingConfig | None:
+        """The offload tier's settings, or ``None`` when it is off (the default)."""
+        if self.kv_offloading_size is None and self.kv_offloading_num_blocks is None:
+            return None
+        if self.kv_offloading_size is not None and self.kv_offloading_num_blocks is not None:
+            raise ConfigError("Give the KV offloading tier a size in GiB or in blocks, not both.")
+        return KVOffloadingConfig(self.kv_offloading_size, self.kv_offloading_num_blocks, self.kv_offloading_policy)
 
     @property
     def version(self) -> VllmVersion:

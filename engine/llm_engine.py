@@ -15,7 +15,9 @@ from typing import Any
 from engine.backend import Backend
 from engine.config import EngineConfig
 from engine.errors import InvalidRequestError, UnknownRequestError
+from engine.kv_cache import KVCacheManager
 from engine.kv_cache.factory import build_kv_cache_manager
+from engine.kv_offload import CPUOffloadingManager, OffloadingConnector
 from engine.outputs import RequestMetrics, RequestOutput
 from engine.request import Request, RequestStatus, SamplingParams, validate_token_ids
 from engine.scheduler import Scheduler, SchedulerOutput
@@ -36,6 +38,21 @@ def build_backend(config: EngineConfig, progress: Any = None) -> Backend:
     return ModelBackend(config, progress=progress)
 
 
+def build_offloading(config: EngineConfig, backend: Backend, kv: KVCacheManager) -> OffloadingConnector | None:
+    """The offload tier (vLLM's native KV offloading) when the config asks for one; its host pages
+    are allocated by the back end (a model copies real K/V; the simulator keeps only the bookkeeping)."""
+    settings = config.kv_offloading
+    if settings is None:
+        return None
+    bytes_per_token = getattr(backend, "kv_bytes_per_token", None)
+    num_chunks = settings.num_chunks(bytes_per_token * kv.block_size if bytes_per_token else None)
+    allocate = getattr(backend, "allocate_host_kv_cache", None)
+    if allocate is not None:
+        allocate(num_chunks)
+    manager = CPUOffloadingManager(num_chunks, settings.eviction_policy, enable_events=True)
+    return OffloadingConnector(manager, kv.block_size, kv.events)
+
+
 class LLMEngine:
     def __init__(self, config: EngineConfig | None = None, *, backend: Backend | None = None,
                  progress: Any = None) -> None:
@@ -45,6 +62,8 @@ class LLMEngine:
         self.kv_cache_manager = build_kv_cache_manager(self.config, num_blocks)
         self.backend.allocate_kv_cache(num_blocks, self.config.block_size)
         self.scheduler = Scheduler(self.kv_cache_manager, self.config.max_num_batched_tokens, self.config.max_num_seqs)
+        self.offloading: OffloadingConnector | None = build_offloading(self.config, self.backend, self.kv_cache_manager)
+        self.scheduler.connector = self.offloading
         self.tokenizer = self.backend.tokenizer
         self.metrics: dict[str, RequestMetrics] = {}
         self._texts: dict[str, str] = {}
@@ -158,6 +177,8 @@ class LLMEngine:
         started = time.perf_counter()
         sampled = self.backend.execute(sched_out)
         forward = time.perf_counter() - started
+        if self.offloading is not None and sched_out.kv_transfers is not None:
+            self.offloading.update_connector_output(sched_out.kv_transfers)
         for metrics in prefilling:
             metrics.prefill_time += forward
         finished = self.scheduler.update_from_output(sched_out, sampled, self.backend.eos_token_ids)
@@ -240,4 +261,7 @@ class LLMEngine:
         return self._timeline
 
     def reset_prefix_cache(self) -> bool:
-        return self.kv_cache_manager.reset_prefix_cache()
+        ok = self.kv_cache_manager.reset_prefix_cache()
+        if ok and self.offloading is not None:
+            self.offloading.reset()
+        return ok

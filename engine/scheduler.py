@@ -15,7 +15,7 @@ Each :meth:`Scheduler.schedule` call builds one batch under a token budget:
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from engine.errors import ConfigError, UnknownRequestError
 from engine.events import (
@@ -28,45 +28,10 @@ from engine.events import (
 )
 from engine.kv_cache import KVCacheManager
 from engine.request import Request, RequestStatus
+from engine.scheduler_output import ScheduledRequest, SchedulerOutput
 
-
-@dataclass
-class ScheduledRequest:
-    """One request's share of a step: compute tokens ``[num_computed_tokens, +num_new_tokens)``."""
-
-    request: Request
-    num_new_tokens: int
-    num_computed_tokens: int  # tokens already in the KV cache before this step
-    block_ids: list[int]
-
-    @property
-    def request_id(self) -> str:
-        return self.request.request_id
-
-    @property
-    def token_ids(self) -> list[int]:
-        """The tokens this step computes."""
-        return self.request.all_token_ids[self.num_computed_tokens : self.num_computed_tokens + self.num_new_tokens]
-
-    @property
-    def samples_token(self) -> bool:
-        """True when this chunk reaches the last known token, so its logits give the next token."""
-        return self.num_computed_tokens + self.num_new_tokens == self.request.num_tokens
-
-
-@dataclass
-class SchedulerOutput:
-    step: int
-    scheduled: list[ScheduledRequest] = field(default_factory=list)
-    preempted: list[str] = field(default_factory=list)
-
-    @property
-    def num_batched_tokens(self) -> int:
-        return sum(s.num_new_tokens for s in self.scheduled)
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.scheduled
+if TYPE_CHECKING:
+    from engine.kv_offload import OffloadingConnector
 
 
 class Scheduler:
@@ -86,6 +51,8 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.step_count = 0
+        #: The KV offloading tier's scheduler side (vLLM's OffloadingConnector); None: tier off.
+        self.connector: OffloadingConnector | None = None
 
     # -- queue management ---------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -93,6 +60,8 @@ class Scheduler:
             raise ValueError(f"Request id {request.request_id!r} is already in use.")
         self.requests[request.request_id] = request
         self.waiting.append(request)
+        if self.connector is not None:
+            self.connector.on_new_request(request)
         self.events.emit(RequestArrived(request.request_id, request.num_prompt_tokens, list(request.prompt_token_ids)))
 
     def has_unfinished_requests(self) -> bool:
@@ -136,18 +105,33 @@ class Scheduler:
         while not out.preempted and self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             request = self.waiting[0]
             hit_blocks, num_hit_tokens = kv.get_computed_blocks(request)
-            num_new = min(request.num_tokens - num_hit_tokens, budget)
-            if kv.allocate_slots(request, num_new, num_hit_tokens, hit_blocks, has_scheduled_reqs=bool(self.running)) is None:
+            num_external = 0
+            if self.connector is not None:
+                found = self.connector.get_num_new_matched_tokens(request, num_hit_tokens)
+                if found is None:  # a block it needs is still being written to the tier
+                    break
+                num_external = found
+            num_computed = num_hit_tokens + num_external
+            num_new = min(request.num_tokens - num_computed, budget)
+            # Loaded blocks need device blocks too: they are allocated like new ones.
+            if kv.allocate_slots(request, num_external + num_new, num_hit_tokens, hit_blocks,
+                                 has_scheduled_reqs=bool(self.running)) is None:
                 break
             self.waiting.popleft()
             self.running.append(request)
             request.status = RequestStatus.RUNNING
-            request.num_computed_tokens = num_hit_tokens
+            request.num_computed_tokens = num_computed
             if request.num_cached_tokens < 0:
-                request.num_cached_tokens = num_hit_tokens
-            out.scheduled.append(ScheduledRequest(request, num_new, num_hit_tokens, kv.get_block_ids(request.request_id)))
+                request.num_cached_tokens = num_computed
+            block_ids = kv.get_block_ids(request.request_id)
+            if self.connector is not None:
+                self.connector.record_admission(request, num_hit_tokens, num_external)
+                self.connector.update_state_after_alloc(request, block_ids, num_external)
+            out.scheduled.append(ScheduledRequest(request, num_new, num_computed, block_ids))
             budget -= num_new
 
+        if self.connector is not None:
+            out.kv_transfers = self.connector.build_connector_meta(out.scheduled)
         for item in out.scheduled:
             self.events.emit(RequestScheduled(item.request_id, item.num_new_tokens, item.num_computed_tokens))
             item.request.num_computed_tokens += item.num_new_tokens
@@ -186,5 +170,7 @@ class Scheduler:
         if request_id in self.kv_cache_manager.req_to_blocks:
             self.kv_cache_manager.free(request)
         request.status = status
+        if self.connector is not None:
+            self.connector.request_finished(request)
         self.events.emit(RequestFinished(request_id, status.value))
         return request

@@ -184,7 +184,7 @@ def block_contents(events: Sequence[Event]) -> dict[bytes, list[int]]:
     """hash -> the token ids of that block (a hash fixes its tokens, so the whole log is safe to use)."""
     contents: dict[bytes, list[int]] = {}
     for event in events:
-        if isinstance(event, BlockStored):
+        if isinstance(event, BlockStored) and event.block_size:  # the tier's events carry hashes only
             size = event.block_size
             for i, block_hash in enumerate(event.block_hashes):
                 contents[block_hash] = list(event.token_ids[i * size : (i + 1) * size])

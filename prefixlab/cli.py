@@ -17,7 +17,7 @@ import argparse
 import sys
 
 from engine.config import DEFAULT_MODEL
-from engine.errors import PrefixLabError
+from engine.errors import ConfigError, PrefixLabError
 from engine.runtime.host import tune_host
 from engine.runtime.huge_pages import restart_on_huge_pages
 from teaching.traces.command import add_trace_parser, run_trace
@@ -59,8 +59,15 @@ def serve(args: argparse.Namespace) -> int:
                               kv_events=KVEventsConfig.from_json(args.kv_events_config),
                               student_keys=frozenset(args.api_key or ()), teacher_key=args.teacher_key,
                               cache_salt_policy=args.cache_salt_policy)
+        if args.kv_offloading_backend != "native":
+            raise ConfigError(f"--kv-offloading-backend {args.kv_offloading_backend!r}: only 'native' (vLLM's own "
+                              "CPU offloading) is built in.")
         engine_config = EngineConfig(model=args.model, block_size=args.block_size, num_blocks=args.num_blocks,
-                                     max_num_seqs=args.max_num_seqs, hash_algo=args.prefix_caching_hash_algo)
+                                     max_num_seqs=args.max_num_seqs, hash_algo=args.prefix_caching_hash_algo,
+                                     kv_offloading_size=args.kv_offloading_size,
+                                     kv_offloading_num_blocks=args.kv_offloading_num_blocks,
+                                     kv_offloading_policy=args.kv_offloading_policy)
+        config.kv_cache_metrics_sample = args.kv_cache_metrics_sample if args.kv_cache_metrics else None
     except PrefixLabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -204,6 +211,17 @@ def main(argv: list[str] | None = None) -> int:
                      help="vLLM's block-hash algorithm (a router that recomputes block hashes must use the same)")
     srv.add_argument("--max-num-seqs", type=int, default=engine_defaults.max_num_seqs,
                      help="requests batched together at most")
+    srv.add_argument("--kv-offloading-size", type=float, default=None,
+                     help="GiB of host memory for a second KV tier (vLLM's native CPU offloading); default: off")
+    srv.add_argument("--kv-offloading-backend", default="native", help="vLLM's flag; only 'native' is built in")
+    srv.add_argument("--kv-offloading-num-blocks", type=int, default=None,
+                     help="the tier's size in blocks instead of GiB (small tiers for teaching)")
+    srv.add_argument("--kv-offloading-policy", choices=["lru", "arc"], default="lru",
+                     help="the tier's eviction policy (vLLM's OffloadingConnector `eviction_policy`)")
+    srv.add_argument("--kv-cache-metrics", action="store_true",
+                     help="export vLLM's block residency histograms (vllm:kv_block_lifetime_seconds, ...)")
+    srv.add_argument("--kv-cache-metrics-sample", type=float, default=0.01,
+                     help="fraction of blocks sampled for those histograms (vLLM's default 0.01)")
 
     rep = commands.add_parser("replay", help="play a scenario on the simulator and print every cache event in words")
     rep.add_argument("scenario", help="a scenario file (docs/scenarios.md), or a built-in name such as design-doc")

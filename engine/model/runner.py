@@ -16,6 +16,7 @@ import torch
 from engine.config import EngineConfig
 from engine.errors import ConfigError, InvalidRequestError
 from engine.model.gpt2 import GPT2Forward
+from engine.model.host_kv import HostKVCache
 from engine.model.kv_tensors import PagedKVCache
 from engine.model.llama import LlamaForward
 from engine.model.loader import LoadedModel, Progress, load_model
@@ -76,6 +77,7 @@ class ModelBackend:
         self.sampler = Sampler(config.seed)
         self.threads = ThreadPolicy() if self.device.type == "cpu" else None
         self.kv_cache: PagedKVCache | None = None
+        self.host_kv_cache: HostKVCache | None = None  # the offload tier's pages, when it is on
         #: Logits of the last step's sampled rows, per request (for lessons and tests).
         self.last_logits: dict[str, torch.Tensor] = {}
 
@@ -130,6 +132,12 @@ class ModelBackend:
         layers, kv_heads, head_dim = self.weights.kv_layout
         self.kv_cache = PagedKVCache(layers, num_blocks, block_size, kv_heads, head_dim, self.dtype, self.device)
 
+    def allocate_host_kv_cache(self, num_chunks: int) -> None:
+        """Host pages for the KV offloading tier (after :meth:`allocate_kv_cache`)."""
+        if self.kv_cache is None:
+            raise RuntimeError("allocate_kv_cache() must run before allocate_host_kv_cache().")
+        self.host_kv_cache = HostKVCache(self.kv_cache, num_chunks)
+
     # -- text ----------------------------------------------------------------------------------------------
     def apply_chat_template(self, messages: list[dict[str, str]]) -> list[int]:
         if self.tokenizer is None or not self.tokenizer.chat_template:
@@ -144,7 +152,12 @@ class ModelBackend:
         if self.threads is not None:
             self.threads.apply()
         scheduled = scheduler_output.scheduled
+        plan = scheduler_output.kv_transfers
+        if plan is not None and self.host_kv_cache is not None:
+            self.host_kv_cache.load(plan.loads)  # hits from the tier, before the pass reads them
         logits = self.local_weights.logits(pack_step(scheduled, self.kv_cache.block_size, self.device), self.kv_cache)
+        if plan is not None and self.host_kv_cache is not None:
+            self.host_kv_cache.store(plan.stores)  # blocks this pass completed
         return self.sample(scheduled, logits) if logits.shape[0] else {}
 
     def sample(self, scheduled: list[ScheduledRequest], logits: torch.Tensor) -> dict[str, int]:

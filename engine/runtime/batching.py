@@ -207,6 +207,10 @@ class BatchedBackend(ModelBackend):
         self.base = self.batcher.pages.reserve(num_blocks, block_size, owner=self)
         self.kv_cache = self.batcher.pages.partition(self.base, num_blocks, block_size)
 
+    def allocate_host_kv_cache(self, num_chunks: int) -> None:
+        raise ConfigError("KV offloading is not available with merged passes (the app's shared model): "
+                          "use one engine on its own model, e.g. `prefixlab serve --kv-offloading-size`.")
+
     def execute(self, scheduler_output: SchedulerOutput) -> dict[str, int]:
         if self.kv_cache is None:
             raise RuntimeError("allocate_kv_cache() must run before execute().")

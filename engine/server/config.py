@@ -85,6 +85,13 @@ class ServerConfig:
     student_keys: frozenset[str] = frozenset()
     teacher_key: str | None = None
     cache_salt_policy: str = "bound"  # engine/server/salt.py: a student's salt belongs to its key
+    #: vLLM's ``--kv-cache-metrics-sample`` when ``--kv-cache-metrics`` is on; None: no residency histograms.
+    kv_cache_metrics_sample: float | None = None
+
+    def __post_init__(self) -> None:
+        sample = self.kv_cache_metrics_sample
+        if sample is not None and not 0 < sample <= 1:
+            raise ConfigError(f"--kv-cache-metrics-sample must be in (0, 1], got {sample!r}.")
 
     @property
     def requires_key(self) -> bool:

@@ -28,6 +28,7 @@ from engine.server.kv_publisher import KVEventPublisher
 from engine.server.limits import FairQueue
 from engine.server.metrics import Gauges, ServerMetrics
 from engine.server.protocol import finish_reason
+from engine.server.residency import KVCacheResidency
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,8 +73,10 @@ class EngineLoop:
         publisher: KVEventPublisher | None = None,
         max_running: int | None = None,
         max_prompt_tokens: int | None = None,
+        kv_cache_metrics_sample: float | None = None,
     ) -> None:
         self.engine = engine
+        self.residency = None if kv_cache_metrics_sample is None else KVCacheResidency(kv_cache_metrics_sample)
         self.max_prompt_tokens = max_prompt_tokens
         self.metrics = metrics
         self.publisher = publisher
@@ -245,6 +248,12 @@ class EngineLoop:
         events = manager.take_events()
         manager.events.drop_taken()
         self.metrics.observe_cache_stats(manager.prefix_cache_stats.queries, manager.prefix_cache_stats.hits)
+        tier = self.engine.offloading
+        if tier is not None:
+            self.metrics.observe_external(tier.stats.external_queries, tier.stats.external_hits,
+                                          tier.stats.tokens_by_source)
+        if self.residency is not None:
+            self.metrics.observe_evictions(self.residency.observe(events, time.monotonic()))
         if self.publisher is not None and events:
             payload = kv_events.encode_batch(events)
             if payload is not None:

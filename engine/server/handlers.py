@@ -66,8 +66,11 @@ class Server:
         self.engine = engine
         self.publisher = publisher
         self.metrics = ServerMetrics(config.served_model_name)
+        if config.kv_cache_metrics_sample is not None:
+            self.metrics.enable_residency()
         self.limiter = ClientLimiter(config.limits.max_concurrent_per_client)
-        self.loop = EngineLoop(engine, self.metrics, publisher, max_prompt_tokens=config.limits.max_prompt_tokens)
+        self.loop = EngineLoop(engine, self.metrics, publisher, max_prompt_tokens=config.limits.max_prompt_tokens,
+                               kv_cache_metrics_sample=config.kv_cache_metrics_sample)
         self.salts = SaltBinder(config.cache_salt_policy)
 
     # -- who is asking ---------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
+from engine.server.residency import KV_CACHE_RESIDENCY_BUCKETS, Eviction
+
 #: vLLM's time-to-first-token buckets (seconds).
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
                 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -30,6 +32,24 @@ class Histogram:
         self.counts[bisect.bisect_left(self.buckets, value)] += 1
         self.sum += value
         self.count += 1
+
+
+RESIDENCY_FAMILIES = {
+    "vllm:kv_block_lifetime_seconds": "Histogram of KV cache block lifetime from allocation to eviction.",
+    "vllm:kv_block_idle_before_evict_seconds": "Histogram of idle time before KV cache block eviction.",
+    "vllm:kv_block_reuse_gap_seconds": "Histogram of time gaps between consecutive KV cache block accesses.",
+}
+
+
+def histogram_lines(lines: list[str], name: str, labels: str, histogram: Histogram) -> None:
+    """Prometheus' cumulative ``_bucket`` lines, then ``_count`` and ``_sum``."""
+    cumulative = 0
+    for bound, count in zip(histogram.buckets, histogram.counts):
+        cumulative += count
+        lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {cumulative}')
+    lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {histogram.count}')
+    lines.append(f"{name}_count{{{labels}}} {histogram.count}")
+    lines.append(f"{name}_sum{{{labels}}} {histogram.sum}")
 
 
 @dataclass
@@ -54,6 +74,27 @@ class ServerMetrics:
         self.rejections: Counter[str] = Counter()
         self._last_cache_stats = (0, 0)
         self._lock = threading.Lock()
+        # The offload tier (vLLM's connector counters), when it is on: a snapshot of its running totals.
+        self.external: tuple[int, int, dict[str, int]] | None = None
+        # vLLM's block residency histograms, when --kv-cache-metrics is on.
+        self.residency: dict[str, Histogram] | None = None
+
+    def enable_residency(self) -> None:
+        self.residency = {name: Histogram(KV_CACHE_RESIDENCY_BUCKETS) for name in RESIDENCY_FAMILIES}
+
+    def observe_external(self, queries: int, hits: int, by_source: dict[str, int]) -> None:
+        with self._lock:
+            self.external = (queries, hits, dict(by_source))
+
+    def observe_evictions(self, evictions: list[Eviction]) -> None:
+        if self.residency is None or not evictions:
+            return
+        with self._lock:
+            for ev in evictions:
+                self.residency["vllm:kv_block_lifetime_seconds"].observe(ev.lifetime_s)
+                self.residency["vllm:kv_block_idle_before_evict_seconds"].observe(ev.idle_s)
+                for gap in ev.reuse_gaps_s:
+                    self.residency["vllm:kv_block_reuse_gap_seconds"].observe(gap)
 
     # -- updates (engine thread) -------------------------------------------------------------------
     def observe_cache_stats(self, queries: int, hits: int) -> None:
@@ -116,11 +157,19 @@ class ServerMetrics:
             for reason, count in sorted(self.rejections.items()):
                 lines.append(f'vllm:admission_rejections_total{{model_name="{self.model_name}",reason="{reason}"}} {count}')
             family("vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds.")
-            cumulative = 0
-            for bound, count in zip(self.ttft.buckets, self.ttft.counts):
-                cumulative += count
-                lines.append(f'vllm:time_to_first_token_seconds_bucket{{{labels},le="{bound}"}} {cumulative}')
-            lines.append(f'vllm:time_to_first_token_seconds_bucket{{{labels},le="+Inf"}} {self.ttft.count}')
-            lines.append(f"vllm:time_to_first_token_seconds_count{{{labels}}} {self.ttft.count}")
-            lines.append(f"vllm:time_to_first_token_seconds_sum{{{labels}}} {self.ttft.sum}")
+            histogram_lines(lines, "vllm:time_to_first_token_seconds", labels, self.ttft)
+            if self.external is not None:
+                queries, hits, by_source = self.external
+                family("vllm:external_prefix_cache_queries", "counter",
+                       "External prefix cache queries from KV connector, in terms of number of queried tokens.")
+                lines.append(f"vllm:external_prefix_cache_queries_total{{{labels}}} {queries}")
+                family("vllm:external_prefix_cache_hits", "counter",
+                       "External prefix cache hits from KV connector, in terms of number of cached tokens.")
+                lines.append(f"vllm:external_prefix_cache_hits_total{{{labels}}} {hits}")
+                family("vllm:prompt_tokens_by_source", "counter", "Number of prompt tokens by source.")
+                for source, count in by_source.items():
+                    lines.append(f'vllm:prompt_tokens_by_source_total{{{labels},source="{source}"}} {count}')
+            for name, histogram in (self.residency or {}).items():
+                family(name, "histogram", RESIDENCY_FAMILIES[name])
+                histogram_lines(lines, name, labels, histogram)
         return "\n".join(lines) + "\n"

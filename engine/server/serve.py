@@ -32,7 +32,8 @@ def build_engine(engine_config: EngineConfig, executor: str = "worker", progress
 
     if executor not in EXECUTORS:
         raise PrefixLabError(f"Unknown executor {executor!r}; choose one of {', '.join(EXECUTORS)}.")
-    if executor == "in-process" or engine_config.backend == "simulator":
+    # The offload tier copies K/V pages where they are: its engine keeps the model in this process.
+    if executor == "in-process" or engine_config.backend == "simulator" or engine_config.kv_offloading is not None:
         return LLMEngine(engine_config, progress=progress)
     from engine.runtime.batching import BatchedBackend, StepBatcher
     from engine.runtime.worker import WorkerExecutor
@@ -65,7 +66,9 @@ def serve(config: ServerConfig, engine_config: EngineConfig, host: str, port: in
     app = create_app(config, engine, publisher)
     pool = engine.kv_cache_manager
     print(f"PrefixLab serving {config.served_model_name!r} on http://{host}:{port}/v1 "
-          f"({pool.num_blocks} blocks x {pool.block_size} tokens)", file=sys.stderr, flush=True)
+          f"({pool.num_blocks} blocks x {pool.block_size} tokens"
+          + (f"; offload tier of {engine.offloading.manager.num_chunks} blocks, {engine.offloading.manager.cache_policy}"
+             if engine.offloading is not None else "") + ")", file=sys.stderr, flush=True)
     print(publisher.describe() if publisher else "KV events: off (see --kv-events-config)", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5)
     return 0

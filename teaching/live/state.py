@@ -68,6 +68,8 @@ class ReplicaState:
     total_stored: int = 0
     total_removed: int = 0
     clears: int = 0
+    #: Hashes held by the server's second tier (KV events with ``medium`` "CPU", vLLM's offloading).
+    host_blocks: set[int] = field(default_factory=set)
     unknown_removals: int = 0  # removals of hashes we never saw stored (history started late)
 
     # -- applying events ----------------------------------------------------------------------------
@@ -77,6 +79,12 @@ class ReplicaState:
         cleared = False
         for event in events:
             kind = type(event).__name__
+            if getattr(event, "medium", None) == "CPU":  # the offload tier: its own set, not the device pool
+                if kind == "BlockStored":
+                    self.host_blocks.update(event.block_hashes)
+                elif kind == "BlockRemoved":
+                    self.host_blocks.difference_update(event.block_hashes)
+                continue
             if kind == "BlockStored":
                 stored += self._store(seq, ts, event)
             elif kind == "BlockRemoved":
@@ -84,6 +92,7 @@ class ReplicaState:
             elif kind == "AllBlocksCleared":
                 cleared = True
                 self.clears += 1
+                self.host_blocks.clear()
                 for block in self.blocks.values():
                     block.removed_seq = seq
                     self.ghosts.append(block)

@@ -108,6 +108,7 @@ class Scenario:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     layer_pattern: str | None = None  # "layers sliding:8*5,full": a hybrid model's KV cache groups
+    kv_offloading_num_blocks: int | None = None  # a second tier in host memory (vLLM's KV offloading)
     actions: list[Action] = field(default_factory=list)
     text: str = ""
 
@@ -123,10 +124,13 @@ _SETTINGS = {
     "block_size": "block_size",
     "max_num_batched_tokens": "max_num_batched_tokens",
     "max_num_seqs": "max_num_seqs",
+    "offload_blocks": "kv_offloading_num_blocks",
 }
-_SETTING_MINIMUM = {"num_blocks": 2, "block_size": 1, "max_num_batched_tokens": 1, "max_num_seqs": 1}
+_SETTING_MINIMUM = {"num_blocks": 2, "block_size": 1, "max_num_batched_tokens": 1, "max_num_seqs": 1,
+                    "kv_offloading_num_blocks": 1}
 _SETTING_MAXIMUM = {
     "num_blocks": limits.MAX_NUM_BLOCKS, "block_size": limits.MAX_BLOCK_SIZE,
+    "kv_offloading_num_blocks": limits.MAX_NUM_BLOCKS,
     "max_num_batched_tokens": limits.MAX_BATCHED_TOKENS, "max_num_seqs": limits.MAX_NUM_SEQS,
 }
 _REQUEST_OPTIONS = ("max_tokens", "output", "salt", "lora")
@@ -294,7 +298,8 @@ def parse_scenario(text: str) -> Scenario:
             raise ScenarioError(
                 line_no,
                 f"unknown command {keyword!r}. Lines start with one of: blocks, block_size, layers, "
-                "max_num_batched_tokens, max_num_seqs, request, step, run, finish, reset (or # for a comment).",
+                "max_num_batched_tokens, max_num_seqs, offload_blocks, request, step, run, finish, reset "
+                "(or # for a comment).",
             )
     if comments:
         scenario.title = comments[0]
@@ -435,6 +440,8 @@ def run_scenario(
         config_kwargs["max_num_seqs"] = scenario.max_num_seqs
     if scenario.layer_pattern is not None:
         config_kwargs["layer_pattern"] = scenario.layer_pattern
+    if scenario.kv_offloading_num_blocks is not None:
+        config_kwargs["kv_offloading_num_blocks"] = scenario.kv_offloading_num_blocks
     for name, value, maximum in (("blocks", num_blocks, limits.MAX_NUM_BLOCKS), ("block_size", block_size, limits.MAX_BLOCK_SIZE)):
         if value is not None and value > maximum:
             raise ScenarioError(None, f"{name} must be at most {maximum:,} on this server, got {value:,}.")

@@ -78,6 +78,9 @@ RULE_WORDS: dict[tuple[str, int], tuple[str, ...]] = {
     ("12", 2): ("window",),
     ("12", 3): ("every KV cache group",),
     ("12", 4): ("hit rate",),
+    ("13", 1): ("evicted",),
+    ("13", 2): ("device",),
+    ("13", 3): ("host tier",),
 }
 
 #: Rules a question must NOT be given because they are about something else (issue 21's slips).
