@@ -29,7 +29,7 @@ DEFAULT_SERVERS = "vllm tcp://127.0.0.1:5557 tcp://127.0.0.1:5558 http://127.0.0
 LIVE, RECORDING = "live", "recording"
 REFRESH_S = 1.0
 ALL = "__all__"
-TREE_HEIGHT = 460
+TREE_HEIGHT = 480
 
 
 @st.cache_resource(show_spinner="Loading the model's tokenizer…")
@@ -111,8 +111,8 @@ def draw_replica(replica: ReplicaState, view: MetricsView | None, decode: Decode
                            format_func=lambda c: "the whole cache" if c == ALL else choices.get(c, c))
     zoom = tree.find(zoom_id if zoom_id != ALL else None)
     view_ = top_view(tree, zoom)
-    fig = icicle_figure(replica, view_, decode, height=TREE_HEIGHT, levels=3 if narrow else 5,
-                        label_chars=22 if narrow else 30)
+    fig = icicle_figure(replica, view_, decode, height=TREE_HEIGHT, levels=3 if narrow else 4,
+                        label_chars=20 if narrow else 30)
     st.plotly_chart(fig, key=f"live_tree_{key}", config=PLOT_CONFIG, theme=None)
     folded = sum(f.blocks for f in view_.folds)
     st.caption(f"{len(view_.edges)} of {len(tree.by_id)} runs drawn"
@@ -127,7 +127,8 @@ def draw_state(state: LiveState, metrics: dict[str, MetricsView], decode: Decode
     if len(replicas) > 1:
         st.dataframe(replica_numbers(state, metrics), hide_index=True)
     legend()
-    side = len(replicas) > 1 and st.toggle("Replicas side by side", value=True, key=f"live_side_{key}")
+    side = len(replicas) > 1 and st.toggle("Trees side by side (narrower: fewer levels and words)", value=False,
+                                           key=f"live_side_{key}")
     columns = st.columns(2) if side else None
     for index, replica in enumerate(replicas):
         with columns[index % 2] if columns else st.container():

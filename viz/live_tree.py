@@ -27,6 +27,9 @@ LABEL_WORD_TOKENS = 10
 CONTEXT_TOKENS = 3
 HOVER_CHARS = 240
 MIN_LABEL_PX = 10
+FRAME_ID = "cache"
+LABEL_ROW_PX = 20
+MAX_HEIGHT = 900
 
 
 def _text(tokens: Sequence[int], decode: Decode | None) -> str:
@@ -74,22 +77,25 @@ def run_labels(replica: ReplicaState, view: View, decode: Decode | None, chars: 
 
 def icicle_figure(replica: ReplicaState, view: View, decode: Decode | None = None, *, height: int = 460,
                   levels: int = 4, label_chars: int = 24) -> go.Figure:
-    """The view as a Plotly icicle: a frame for the replica (or the zoomed run's path), then the runs."""
-    ids: list[str] = ["root"]
-    parents: list[str] = [""]
-    values: list[int] = [view.blocks]
+    """The view as a Plotly icicle: a frame for the whole cache (or the zoomed run), then the runs."""
     zoom = ""
     if view.root is not None:
-        path = view.root.path()
-        zoom = f" › zoomed at block {view.root.start} ({len(path) - 1} branch points in)"
-    labels: list[str] = [f"{plain_text(replica.name or 'server')} · {view.blocks} blocks{zoom}"]
-    colors: list[str] = [RUN_COLORS["root"]]
-    hovers: list[str] = [f"{view.blocks} cached blocks in this view · {len(view.edges)} runs drawn"]
+        zoom = f" · zoomed at block {view.root.start} ({len(view.root.path()) - 1} branch points in)"
+    # one root: Plotly gives several roots an invisible column of their own, so a frame is drawn
+    # instead (a zoomed view's root is its one run)
+    frame = "" if view.root is not None else FRAME_ID
+    name = plain_text(replica.name or "server")
+    ids: list[str] = [frame] if frame else []
+    parents: list[str] = [""] if frame else []
+    values: list[int] = [view.blocks] if frame else []
+    labels: list[str] = [f"{name} · {view.blocks}"] if frame else []
+    colors: list[str] = [RUN_COLORS["root"]] if frame else []
+    hovers: list[str] = [f"{view.blocks} cached blocks · {len(view.edges)} runs drawn"] if frame else []
     words = run_labels(replica, view, decode, label_chars)
     latest = replica.last_seq
     for edge in view.edges:
         ids.append(edge.id)
-        parents.append(edge.parent.id if edge.parent is not None and edge is not view.root else "root")
+        parents.append(edge.parent.id if edge.parent is not None and edge is not view.root else frame)
         values.append(edge.subtree_blocks)
         labels.append(words[edge.id])
         colors.append(RUN_COLORS["new" if edge.newest_seq == latest else "cached"])
@@ -102,7 +108,7 @@ def icicle_figure(replica: ReplicaState, view: View, decode: Decode | None = Non
                       f"{plain_text(clip_words(text, HOVER_CHARS))}")
     for fold in view.folds:
         ids.append(fold.id)
-        parents.append(fold.parent.id if fold.parent is not None and fold.parent.id in words else "root")
+        parents.append(fold.parent.id if fold.parent is not None and fold.parent.id in words else frame)
         values.append(fold.blocks)
         labels.append(f"+{fold.edges} more · {fold.blocks}")
         colors.append(RUN_COLORS["fold"])
@@ -114,7 +120,12 @@ def icicle_figure(replica: ReplicaState, view: View, decode: Decode | None = Non
         insidetextfont=dict(color="white", size=12), tiling=dict(orientation="h", pad=1), sort=False,
         pathbar=dict(visible=True, textfont=dict(size=12)),
     ))
-    fig.update_layout(height=height, margin=dict(l=4, r=4, t=30, b=4), paper_bgcolor="white",
+    # tall enough that the thinnest drawn branch can hold a label (Plotly hides it otherwise)
+    thinnest = min((v / max(view.blocks, 1) for v in values if v), default=1.0)
+    height = int(min(MAX_HEIGHT, max(height, LABEL_ROW_PX / thinnest + 60)))
+    title = f"{name} · {view.blocks} blocks{zoom}"
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left", font=dict(size=14)),
+                      height=height, margin=dict(l=4, r=4, t=56, b=4), paper_bgcolor="white",
                       uniformtext=dict(minsize=MIN_LABEL_PX, mode="hide"), font=dict(family="DejaVu Sans, sans-serif"))
     return fig
 

@@ -20,7 +20,10 @@ from teaching.live.state import BlockKey, ReplicaState
 
 #: Drawn edges per view (the rest is folded); each parent shows at most this many children.
 MAX_VIEW_EDGES = 120
-MAX_CHILDREN = 8
+MAX_CHILDREN = 12
+#: A branch holding less than this share of the view's blocks is folded: it would be a sliver too
+#: thin to label (zoom in to see it; the share is of the zoomed branch then).
+MIN_SHARE = 0.03
 
 
 @dataclass
@@ -144,29 +147,33 @@ class View:
 
 
 def top_view(tree: RadixTree, root: RadixEdge | None = None, *, max_edges: int = MAX_VIEW_EDGES,
-             max_children: int = MAX_CHILDREN) -> View:
+             max_children: int = MAX_CHILDREN, min_share: float = MIN_SHARE) -> View:
     """The biggest branches first, within ``max_edges``; every branch left out is counted in a fold.
 
     Greedy by subtree size: the biggest undrawn branch is drawn next, so whatever is cut holds
-    fewer blocks than anything drawn at its level. Each parent draws at most ``max_children``.
+    fewer blocks than anything drawn at its level. Each parent draws at most ``max_children``,
+    and no branch under ``min_share`` of the view's blocks.
     """
     tops = [root] if root is not None else tree.roots
     total = root.subtree_blocks if root is not None else tree.blocks
+    smallest = min_share * total
     drawn: list[RadixEdge] = []
     drawn_ids: set[str] = set()
     counter = 0  # ties break in tree order
     heap: list[tuple[int, int, RadixEdge]] = []
     for edge in tops[:max_children]:
-        heap.append((-edge.subtree_blocks, counter, edge))
-        counter += 1
+        if edge.subtree_blocks >= smallest or edge is root:
+            heap.append((-edge.subtree_blocks, counter, edge))
+            counter += 1
     heapq.heapify(heap)
     while heap and len(drawn) < max_edges:
         _, _, edge = heapq.heappop(heap)
         drawn.append(edge)
         drawn_ids.add(edge.id)
         for child in edge.children[:max_children]:
-            heapq.heappush(heap, (-child.subtree_blocks, counter, child))
-            counter += 1
+            if child.subtree_blocks >= smallest:
+                heapq.heappush(heap, (-child.subtree_blocks, counter, child))
+                counter += 1
     folds: list[Fold] = []
     for parent, kids in [(None if root is None else root.parent, tops)] + [(e, e.children) for e in drawn]:
         left = [kid for kid in kids if kid.id not in drawn_ids]

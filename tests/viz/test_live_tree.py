@@ -32,7 +32,7 @@ def class_replica(students: int = 40) -> ReplicaState:
 
 def test_labels_are_own_words_with_block_count_and_siblings_differ() -> None:
     replica = class_replica()
-    view = top_view(build_radix(replica), max_edges=20)
+    view = top_view(build_radix(replica), max_edges=20, min_share=0)
     fig = icicle_figure(replica, view, words, label_chars=24)
     trace = fig.data[0]
     labels = dict(zip(trace.ids, trace.labels))
