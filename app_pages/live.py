@@ -111,8 +111,8 @@ def draw_replica(replica: ReplicaState, view: MetricsView | None, decode: Decode
                            format_func=lambda c: "the whole cache" if c == ALL else choices.get(c, c))
     zoom = tree.find(zoom_id if zoom_id != ALL else None)
     view_ = top_view(tree, zoom)
-    fig = icicle_figure(replica, view_, decode, height=TREE_HEIGHT, levels=3 if narrow else 4,
-                        label_chars=20 if narrow else 30)
+    # Plotly hides a label wider than its column, so words are cut to what a column holds at 1024 px
+    fig = icicle_figure(replica, view_, decode, height=TREE_HEIGHT, levels=3, label_chars=13 if narrow else 26)
     st.plotly_chart(fig, key=f"live_tree_{key}", config=PLOT_CONFIG, theme=None)
     folded = sum(f.blocks for f in view_.folds)
     st.caption(f"{len(view_.edges)} of {len(tree.by_id)} runs drawn"

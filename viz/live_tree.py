@@ -80,7 +80,7 @@ def icicle_figure(replica: ReplicaState, view: View, decode: Decode | None = Non
     """The view as a Plotly icicle: a frame for the whole cache (or the zoomed run), then the runs."""
     zoom = ""
     if view.root is not None:
-        zoom = f" · zoomed at block {view.root.start} ({len(view.root.path()) - 1} branch points in)"
+        zoom = f" · zoomed into one branch (from block {view.root.start})"
     # one root: Plotly gives several roots an invisible column of their own, so a frame is drawn
     # instead (a zoomed view's root is its one run)
     frame = "" if view.root is not None else FRAME_ID

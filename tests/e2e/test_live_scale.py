@@ -37,7 +37,7 @@ LABEL_BOXES = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap
 TITLE_COUNTS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.querySelector('g.slice'))
     .map(p => (p.querySelector('.gtitle') || {}).textContent || '').filter(t => /^replica-\\d · \\d+ blocks/.test(t))
     .map(t => parseInt(t.split(' · ')[1]))"""
-ZOOMED = """() => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(t => t.textContent.includes('zoomed at'))"""
+ZOOMED = """() => [...document.querySelectorAll('.js-plotly-plot .gtitle')].some(t => t.textContent.includes('zoomed into'))"""
 
 
 SIBLING_LABELS = """() => [...document.querySelectorAll('.js-plotly-plot')]
