@@ -63,3 +63,13 @@ def test_branch_choices_are_the_biggest_branching_runs() -> None:
     tree = build_radix(replica)
     (choice,) = branch_choices(replica, tree.edges(), words)
     assert choice[0] == tree.roots[0].id and "12 blocks" in choice[1]
+
+
+def test_the_history_chart_keeps_its_legend_and_titles_off_the_ticks() -> None:
+    from viz.live import cache_history_figure
+
+    replica = class_replica(3)
+    fig = cache_history_figure(replica)
+    assert fig.layout.legend.y >= 1 and fig.layout.legend.yanchor == "bottom"  # above the plot, not on the x title
+    assert fig.layout.xaxis.title.standoff and fig.layout.yaxis.title.standoff
+    assert fig.layout.xaxis.automargin and fig.layout.yaxis.automargin
