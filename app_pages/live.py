@@ -47,8 +47,8 @@ def legend() -> None:
                             ("stored in the latest batch", RUN_COLORS["new"]),
                             ("smaller branches, folded", RUN_COLORS["fold"]))), unsafe_allow_html=True)
     st.caption("Each rectangle is one unbranched run of blocks (its first words · its block count), as tall as the "
-               "blocks under it; left to right is deeper into the prompt. Click one to zoom in, click the frame "
-               "above it to go back.")
+               "blocks under it; left to right is deeper into the prompt. Click one to zoom in, click the leftmost "
+               "rectangle to go back.")
 
 
 def radix_of(replica: ReplicaState) -> RadixTree:

@@ -66,11 +66,18 @@ def run_labels(replica: ReplicaState, view: View, decode: Decode | None, chars: 
     for siblings in by_parent.values():
         firsts = [replica.blocks[edge.keys[0]].token_ids for edge in siblings]
         skip = max(0, distinct_start(list(firsts)) - CONTEXT_TOKENS)
+        texts = {}
         for edge in siblings:
             tokens = [t for key in edge.keys[:2] for t in replica.blocks[key].token_ids]  # words may cross a block
-            words = _text(tokens[skip: skip + LABEL_WORD_TOKENS], decode)
+            texts[edge.id] = ("…" if skip else "") + _clean(_text(tokens[skip: skip + LABEL_WORD_TOKENS], decode))
+        for edge in siblings:
             count = f" · {edge.blocks}"
-            label = ("…" if skip else "") + clip_words(words, max(4, chars - len(count) - (1 if skip else 0)))
+            room = max(4, chars - len(count))
+            label = clip_words(texts[edge.id], room)
+            if sum(clip_words(text, room) == label for text in texts.values()) > 1:
+                # the same words under other prefixes (their parents were evicted): the hash tells them apart
+                tag = f" #{short_hash(edge.keys[0])}"
+                label = clip_words(texts[edge.id], max(4, room - len(tag))) + tag
             labels[edge.id] = plain_text(label) + count  # Plotly reads some HTML in labels: escape it
     return labels
 

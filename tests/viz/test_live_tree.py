@@ -73,3 +73,12 @@ def test_the_history_chart_keeps_its_legend_and_titles_off_the_ticks() -> None:
     assert fig.layout.legend.y >= 1 and fig.layout.legend.yanchor == "bottom"  # above the plot, not on the x title
     assert fig.layout.xaxis.title.standoff and fig.layout.yaxis.title.standoff
     assert fig.layout.xaxis.automargin and fig.layout.yaxis.automargin
+
+
+def test_siblings_with_the_same_words_are_told_apart_by_hash() -> None:
+    replica = ReplicaState("r")
+    for first in (0xA1 << 56, 0xB2 << 56, 0xC3 << 56):  # the same tokens after three evicted prefixes
+        store(replica, [first], first - 1, list(range(8)))
+    fig = icicle_figure(replica, top_view(build_radix(replica), min_share=0), words)
+    runs = [label for label in fig.data[0].labels[1:]]
+    assert len(runs) == 3 and len(set(runs)) == 3 and all("#" in label for label in runs)
