@@ -7,21 +7,30 @@ a recording replays into the same views with a slider.
 
 from __future__ import annotations
 
+import html
+
 import streamlit as st
 
 from engine.errors import PrefixLabError
+from teaching.live import diagnose
 from teaching.live.client import ClassServerError, send_chat
+from teaching.live.diagnose import Advice
 from teaching.live.frames import Frame, RecordingError, iter_servers, parse_recording
+from teaching.live.radix import RadixTree, build_radix, top_view
+from teaching.live.recent import recent_rows, recent_stores
 from teaching.live.session import LiveSession, MetricsView, parse_endpoints
 from teaching.live.state import LiveState, ReplicaState, state_from_frames
 from teaching.live.tokens import Decode, tokenizer_decoder
 from ui.class_config import live_autoconnect, live_servers
-from viz.live import TREE_COLORS, cache_history_figure, prefix_tree_figure
+from viz.live import cache_history_figure
+from viz.live_tree import RUN_COLORS, branch_choices, icicle_figure
 
 PLOT_CONFIG = {"displayModeBar": False}
 DEFAULT_SERVERS = "vllm tcp://127.0.0.1:5557 tcp://127.0.0.1:5558 http://127.0.0.1:8000"
 LIVE, RECORDING = "live", "recording"
 REFRESH_S = 1.0
+ALL = "__all__"
+TREE_HEIGHT = 480
 
 
 @st.cache_resource(show_spinner="Loading the model's tokenizer…")
@@ -35,47 +44,124 @@ def shared_decoder() -> Decode | None:
 def legend() -> None:
     st.markdown(" ".join(
         f"<span style='background:{color};color:white;padding:2px 8px;border-radius:4px'>{name}</span>"
-        for name, color in (("cached (hittable)", TREE_COLORS["cached"]), ("stored in the latest batch", TREE_COLORS["new"]),
-                            ("✕ evicted recently", TREE_COLORS["evicted"]))), unsafe_allow_html=True)
+        for name, color in (("a run of cached blocks", RUN_COLORS["cached"]),
+                            ("stored in the latest batch", RUN_COLORS["new"]),
+                            ("smaller branches, folded", RUN_COLORS["fold"]))), unsafe_allow_html=True)
+    st.caption("Each rectangle is one unbranched run of blocks (its first words · its block count), as tall as the "
+               "blocks under it; left to right is deeper into the prompt. Click one to zoom in, click the leftmost "
+               "rectangle to go back.")
+
+
+def radix_of(replica: ReplicaState) -> RadixTree:
+    """The replica's radix tree, rebuilt only when a batch changed it (the fragment redraws every second)."""
+    cache: dict[str, tuple[int, int, int, RadixTree]] = st.session_state.setdefault("live_radix_cache", {})
+    stamp = (id(replica), replica.batches, len(replica.blocks))
+    cached = cache.get(replica.name)
+    if cached is None or cached[:3] != stamp:
+        cached = (*stamp, build_radix(replica))
+        cache[replica.name] = cached
+    return cached[3]
+
+
+def replica_numbers(state: LiveState, metrics: dict[str, MetricsView]) -> list[dict[str, object]]:
+    """One row per replica: the numbers to compare side by side."""
+    rows = []
+    for replica in state.replicas.values():
+        view = metrics.get(replica.name)
+        latest = view.latest if view else None
+        hit = latest.hit_rate if latest else None
+        usage = latest.kv_cache_usage if latest else None
+        ttft = latest.mean_ttft_s if latest else None
+        tree = radix_of(replica)
+        rows.append({
+            "replica": replica.name or "server", "cached blocks": len(replica.blocks),
+            "cached tokens": replica.cached_tokens(), "runs": len(tree.by_id), "prefixes": sum(r.leaves for r in tree.roots),
+            "stored": replica.total_stored, "evicted": replica.total_removed,
+            "hit rate": "–" if hit is None else f"{hit:.0%}", "KV usage": "–" if usage is None else f"{usage:.0%}",
+            "running / waiting": "–" if latest is None or latest.requests_running is None
+            else f"{latest.requests_running:.0f} / {latest.requests_waiting or 0:.0f}",
+            "mean TTFT (ms)": "–" if ttft is None else f"{ttft * 1000:.0f}",
+        })
+    return rows
 
 
 def metrics_row(replica: ReplicaState, view: MetricsView | None) -> None:
-    cols = st.columns(7)
+    cols = st.columns(4)
     cols[0].metric("cached blocks", len(replica.blocks))
-    cols[1].metric("cached tokens", replica.cached_tokens())
-    cols[2].metric("stored / evicted", f"{replica.total_stored} / {replica.total_removed}")
+    cols[1].metric("stored / evicted", f"{replica.total_stored} / {replica.total_removed}")
     latest = view.latest if view else None
     hit = latest.hit_rate if latest else None
     just_now = latest.hit_rate_since(view.previous) if latest and view and view.previous else None
-    cols[3].metric("hit rate", "–" if hit is None else f"{hit:.0%}",
+    cols[2].metric("hit rate", "–" if hit is None else f"{hit:.0%}",
                    delta=None if just_now is None else f"{just_now:.0%} just now", delta_color="off",
                    help="vllm:prefix_cache_hits / vllm:prefix_cache_queries (prompt tokens), from /metrics")
-    usage = latest.kv_cache_usage if latest else None
-    cols[4].metric("KV usage", "–" if usage is None else f"{usage:.0%}", help="vllm:kv_cache_usage_perc")
-    running = latest.requests_running if latest else None
-    waiting = latest.requests_waiting if latest else None
-    cols[5].metric("running / waiting", "–" if running is None else f"{running:.0f} / {waiting or 0:.0f}")
     ttft = latest.mean_ttft_s if latest else None
-    cols[6].metric("mean TTFT", "–" if ttft is None else f"{ttft * 1000:.0f} ms",
+    cols[3].metric("mean TTFT", "–" if ttft is None else f"{ttft * 1000:.0f} ms",
                    help="every request the server answered: vllm:time_to_first_token_seconds (sum / count)")
     if view and view.error:
         st.caption(f"metrics: {view.error}")
 
 
-def draw_replica(replica: ReplicaState, view: MetricsView | None, decode: Decode | None, key: str) -> None:
+def draw_replica(replica: ReplicaState, view: MetricsView | None, decode: Decode | None, key: str,
+                 narrow: bool) -> None:
     st.subheader(replica.name or "server")
     metrics_row(replica, view)
-    st.plotly_chart(prefix_tree_figure(replica, decode), key=f"live_tree_{key}", config=PLOT_CONFIG, theme=None)
+    tree = radix_of(replica)
+    choices = dict(branch_choices(replica, tree.edges(), decode, chars=34 if narrow else 60))
+    zoom_id = st.selectbox("Zoom into a branch", [ALL] + list(choices), key=f"live_zoom_{key}",
+                           format_func=lambda c: "the whole cache" if c == ALL else choices.get(c, c))
+    zoom = tree.find(zoom_id if zoom_id != ALL else None)
+    view_ = top_view(tree, zoom)
+    # Plotly hides a label wider than its column, so words are cut to what a column holds at 1024 px
+    fig = icicle_figure(replica, view_, decode, height=TREE_HEIGHT, levels=3, label_chars=13 if narrow else 26)
+    st.plotly_chart(fig, key=f"live_tree_{key}", config=PLOT_CONFIG, theme=None)
+    folded = sum(f.blocks for f in view_.folds)
+    st.caption(f"{len(view_.edges)} of {len(tree.by_id)} runs drawn"
+               + (f"; {folded} blocks in smaller branches are folded" if folded else ""))
     if replica.history:
-        st.plotly_chart(cache_history_figure(replica), key=f"live_hist_{key}", config=PLOT_CONFIG, theme=None)
+        with st.expander("Blocks stored / removed per event batch"):
+            st.plotly_chart(cache_history_figure(replica), key=f"live_hist_{key}", config=PLOT_CONFIG, theme=None)
 
 
 def draw_state(state: LiveState, metrics: dict[str, MetricsView], decode: Decode | None, key: str) -> None:
+    replicas = list(state.replicas.values())
+    if len(replicas) > 1:
+        st.dataframe(replica_numbers(state, metrics), hide_index=True)
     legend()
-    for index, replica in enumerate(state.replicas.values()):
-        draw_replica(replica, metrics.get(replica.name), decode, f"{key}_{index}")
+    side = len(replicas) > 1 and st.toggle("Trees side by side (narrower: fewer levels and words)", value=False,
+                                           key=f"live_side_{key}")
+    columns = st.columns(2) if side else None
+    for index, replica in enumerate(replicas):
+        with columns[index % 2] if columns else st.container():
+            draw_replica(replica, metrics.get(replica.name), decode, f"{key}_{index}", narrow=bool(columns))
+    stores = recent_stores(state, decode)
+    if stores:
+        st.markdown("**Where the latest requests went** (each row: one request's newly cached blocks, "
+                    "from the replicas' events)")
+        st.dataframe(recent_rows(stores), hide_index=True)
     if state.undecodable:
         st.warning(f"{state.undecodable} frames were not KV-event batches and were skipped.")
+
+
+def status_line(session: LiveSession) -> None:
+    """Each server's connection as a coloured dot (CSS, no emoji: stock Debian chromium has no emoji font)."""
+    parts = []
+    for endpoint in session.endpoints:
+        on = session.connected(endpoint.name)
+        color, words = ("#2e7d32", "connected") if on else ("#ef6c00", "waiting for the server…")
+        parts.append(f"<span style='display:inline-block;width:0.7em;height:0.7em;border-radius:50%;"
+                     f"background:{color};margin:0 0.3em 0 0.8em'></span><b>{html.escape(endpoint.name)}</b> {words}")
+    st.markdown("<div data-testid='live-status'>" + "".join(parts) + "</div>", unsafe_allow_html=True)
+
+
+def show_advice(advice: Advice) -> None:
+    """What to check for a silent server, and the commands that start one publishing here."""
+    with st.container(border=True):
+        st.markdown(f"**{advice.headline}** Check:\n" + "\n".join(f"- {check}" for check in advice.checks))
+        st.markdown("Start PrefixLab's server with KV events published where this page listens:")
+        st.code(advice.prefixlab_command, language="bash")
+        st.markdown("or vLLM (the same flag):")
+        st.code(advice.vllm_command, language="bash")
 
 
 # -- live servers ---------------------------------------------------------------------------------------
@@ -104,9 +190,9 @@ def live_views(decode: Decode | None) -> None:
     session.ensure_running()  # a subscriber stops itself when nobody watched for a while
     session.drain()
     session.refresh_metrics()
-    status = " · ".join(f"**{e.name}** {'🟢 connected' if session.connected(e.name) else '🟠 waiting for the server…'}"
-                        for e in session.endpoints)
-    st.markdown(status)
+    status_line(session)
+    for advice in session.advice(diagnose.SILENCE_S):
+        show_advice(advice)
     for notice in list(session.notices)[-4:][::-1]:
         st.caption(f"{notice.text}")
     draw_state(session.state, session.metrics, decode, "live")

@@ -69,8 +69,42 @@ def show_playground_at_work(page) -> None:  # type: ignore[no-untyped-def]
     page.wait_for_timeout(500)
 
 
+def show_live_at_scale(page) -> None:  # type: ignore[no-untyped-def]
+    """Two replicas' KV events (a real engine's, 10,000+ blocks each) over ZMQ: connect, show the trees."""
+    import atexit
+
+    from transformers import AutoTokenizer
+
+    from engine.config import DEFAULT_MODEL
+    from engine.model.loader import resolve_model_folder
+    from tests.live.conftest import ZMQ_PORTS, free_port
+    from tests.live.engine_recording import class_prompts, engine_frames
+    from tests.live.publisher import ReplayingPublisher
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_folder(DEFAULT_MODEL))
+    lines = []
+    for index, name in enumerate(("replica-0", "replica-1")):
+        events = free_port(ZMQ_PORTS)
+        replay = free_port(range(events + 1, ZMQ_PORTS.stop))
+        publisher = ReplayingPublisher(events, replay)
+        atexit.register(publisher.close)
+        prompts = class_prompts(lambda text: tokenizer.encode(text), students=160, turns=5, seed=index)
+        for frame in engine_frames(prompts, name):
+            publisher.publish(frame.payload, send=False)
+        lines.append(f"{name} tcp://127.0.0.1:{events} tcp://127.0.0.1:{replay} -")
+    servers = page.locator("[data-testid=stTextArea]", has_text="Servers").locator("textarea")
+    servers.fill("\n".join(lines))
+    servers.press("Control+Enter")
+    page.get_by_role("button", name="Connect", exact=True).click()
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .gtitle').length >= 2", timeout=180_000)
+    page.wait_for_timeout(2500)
+    page.get_by_text("Zoom into a branch").first.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.mouse.move(5, 5)  # no hover box in the picture
+    page.wait_for_timeout(800)
+
+
 #: What to do on a page before its picture, so the picture shows the page doing its job.
-BEFORE_SHOT = {"playground": show_playground_at_work}
+BEFORE_SHOT = {"playground": show_playground_at_work, "live": show_live_at_scale}
 
 
 def targets(script: str | None) -> list[str]:

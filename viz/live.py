@@ -181,7 +181,10 @@ def cache_history_figure(replica: ReplicaState, title: str | None = None) -> go.
         fig.add_vline(x=seq, line_dash="dot", line_color="#424242")
     fig.update_layout(**base_layout(
         title=dict(text=title or f"{replica.name or 'server'}: blocks stored / removed per event batch"),
-        barmode="relative", height=300, showlegend=True, legend=dict(orientation="h", y=-0.25),
-        xaxis=dict(title="event batch (sequence number)"), yaxis=dict(title="blocks"),
+        # the legend above the plot and titles set off from their ticks: nothing overlaps an axis title
+        barmode="relative", height=320, showlegend=True, margin=dict(l=60, r=10, t=70, b=50),
+        legend=dict(orientation="h", x=0, y=1.02, xanchor="left", yanchor="bottom"),
+        xaxis=dict(title=dict(text="event batch (sequence number)", standoff=10), automargin=True),
+        yaxis=dict(title=dict(text="blocks", standoff=10), automargin=True),
     ))
     return fig

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from engine.errors import PrefixLabError
 from teaching.live.client import RequestTally
+from teaching.live.diagnose import SILENCE_S, Advice, silence_advice
 from teaching.live.frames import Frame, frame_to_json
 from teaching.live.metrics import MetricsError, ServerMetrics, fetch_metrics
 from teaching.live.state import LiveState
@@ -80,6 +81,8 @@ class LiveSession:
     tally: RequestTally = field(default_factory=RequestTally)
     inbox: queue.Queue[Item] = field(default_factory=queue.Queue)
     subscribers: list[Subscriber] = field(default_factory=list)
+    started_at: float = field(default_factory=time.monotonic)
+    frames_seen: dict[str, int] = field(default_factory=dict)
 
     def start(self) -> LiveSession:
         self.subscribers = [Subscriber(endpoint, self.inbox).start() for endpoint in self.endpoints]
@@ -121,7 +124,21 @@ class LiveSession:
             else:
                 self.recording.append(item)
                 self.state.apply_frame(item)
+                self.frames_seen[item.server] = self.frames_seen.get(item.server, 0) + 1
         return count
+
+    def advice(self, silence_s: float = SILENCE_S) -> list[Advice]:
+        """What to check for each server that sent no batch since Connect (after ``silence_s``)."""
+        silent_s = time.monotonic() - self.started_at
+        found = []
+        for endpoint in self.endpoints:
+            view = self.metrics.get(endpoint.name)
+            advice = silence_advice(endpoint, silent_s=silent_s, frames_seen=self.frames_seen.get(endpoint.name, 0),
+                                    connected=self.connected(endpoint.name), metrics=view.latest if view else None,
+                                    silence_s=silence_s)
+            if advice is not None:
+                found.append(advice)
+        return found
 
     def wait_for(self, predicate: object, timeout_s: float) -> bool:
         """Drain until ``predicate(self)`` holds or time runs out (for scripts and tests)."""

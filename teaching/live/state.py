@@ -25,6 +25,8 @@ BlockKey = int | bytes  # vLLM's ExternalBlockHash: a 64-bit int on the wire (by
 GHOSTS_KEPT = 48
 #: History points kept per replica (one per applied batch).
 HISTORY_KEPT = 5000
+#: Recent ``BlockStored`` events kept per replica (the page's "where did each request go").
+STORES_KEPT = 64
 
 
 @dataclass
@@ -54,6 +56,17 @@ class HistoryPoint:
     cleared: bool = False
 
 
+@dataclass(frozen=True)
+class StoreNote:
+    """One ``BlockStored`` event: a request (or one step of it) stored ``blocks`` blocks after ``parent``."""
+
+    seq: int
+    ts: float
+    first: BlockKey
+    parent: BlockKey | None
+    blocks: int
+
+
 @dataclass
 class ReplicaState:
     """One replica's cached blocks and the history of how they came and went."""
@@ -62,6 +75,7 @@ class ReplicaState:
     blocks: dict[BlockKey, CachedBlock] = field(default_factory=dict)
     ghosts: deque[CachedBlock] = field(default_factory=lambda: deque(maxlen=GHOSTS_KEPT))
     history: deque[HistoryPoint] = field(default_factory=lambda: deque(maxlen=HISTORY_KEPT))
+    stores: deque[StoreNote] = field(default_factory=lambda: deque(maxlen=STORES_KEPT))
     block_size: int | None = None
     last_seq: int | None = None
     batches: int = 0
@@ -120,6 +134,9 @@ class ReplicaState:
                     lora_name=getattr(event, "lora_name", None))
             parent = key
         self.total_stored += len(event.block_hashes)
+        if event.block_hashes:
+            self.stores.append(StoreNote(seq, ts, event.block_hashes[0], event.parent_block_hash,
+                                         len(event.block_hashes)))
         return len(event.block_hashes)
 
     def _remove(self, seq: int, keys: Sequence[BlockKey]) -> int:

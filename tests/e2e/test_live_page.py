@@ -7,6 +7,8 @@ restarts and the page says so and reconnects by itself.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from teaching.live.client import send_chat
@@ -55,9 +57,8 @@ def test_live_page_shows_requests_sent_through_the_http_api(page, app_url, class
     cached = int(metric(page, "cached blocks"))
     assert cached >= (second.cached_tokens or 0) // 16
     # the tree draws the prompt's tokens, decoded (Plotly repaints a moment after the numbers)
-    page.wait_for_function("""() => { const t = document.querySelector('.js-plotly-plot')?.textContent || '';
-                                      return t.includes('<|im_start|>sys') && t.includes('bread and bake'); }""",
-                           timeout=30_000)
+    page.wait_for_function("""() => (document.querySelector('.js-plotly-plot')?.textContent || '')
+                                      .includes('<|im_start|>sys')""", timeout=30_000)
     page.wait_for_function("() => !document.body.innerText.includes('hit rate\\n–')", timeout=30_000)
 
     # the server restarts: the page says so, reconnects by itself, and starts the picture over
@@ -65,7 +66,9 @@ def test_live_page_shows_requests_sent_through_the_http_api(page, app_url, class
     wait_for_text(page, "connection lost; reconnecting")
     wait_for_text(page, "waiting for the server")
     class_server.start()
-    wait_for_text(page, "🟢 connected")
+    page.wait_for_function("() => (document.querySelector('[data-testid=live-status]')?.innerText || '')"
+                           ".includes('connected') && !document.body.innerText.includes('waiting for the server')",
+                           timeout=60_000)
     page.wait_for_function(
         """() => [...document.querySelectorAll('[data-testid=stMetric]')].some(m =>
              m.innerText.includes('cached blocks') && m.querySelector('[data-testid=stMetricValue]').innerText === '0')""",
@@ -112,4 +115,4 @@ def test_live_page_replays_a_shipped_vllm_recording(page, app_url) -> None:  # t
     assert "showing the cache after batch 17" in body(page)
     assert page.locator("[data-testid=stSlider]").count() == 1
     tree_text = page.locator(".js-plotly-plot").first.text_content() or ""
-    assert "<|im_start|>sys" in tree_text  # decoded with the model's tokenizer
+    assert re.search(r"…?[A-Za-z]{4,}…? [#·]", tree_text), tree_text  # a run's words, decoded by the model's tokenizer
