@@ -15,6 +15,7 @@ from teaching.pages.compare import PolicyResult, TraceSpec, compare_scenario, co
 from teaching.pages.playground import TUTOR, build_prompt
 from teaching.pages.ttft import DEFAULT_REPEATS, measure_ttft, speedup
 from teaching.scenarios.library import BUILTIN_SCENARIOS, builtin_titles
+from ui.projector import plotly_chart, projected_table
 from ui.settings import current_settings
 from viz.compare import policy_bars_html, ttft_figure
 
@@ -86,7 +87,7 @@ def ttft_section() -> None:
     if not samples:
         st.info("Press **Measure TTFT** (a few seconds on a CPU).")
         return
-    st.plotly_chart(ttft_figure(samples, title="Caching off vs on, request by request"), key="cmp_ttft_fig", config=PLOT_CONFIG, theme=None)
+    plotly_chart(ttft_figure(samples, title="Caching off vs on, request by request"), key="cmp_ttft_fig", config=PLOT_CONFIG, theme=None)
     ratio = speedup(samples)
     on = [s for s in samples if s.caching and s.request > 1]
     if ratio is not None and on:
@@ -106,7 +107,7 @@ def main() -> None:
     results = workload_results()
     if results:
         st.html(policy_bars_html(results))  # HTML bars: shown with the page, no Plotly.js to load first
-        st.dataframe(results_table(results), hide_index=True)
+        projected_table(results_table(results), hide_index=True)
     ttft_section()
 
 

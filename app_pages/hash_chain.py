@@ -12,6 +12,7 @@ from engine.errors import PrefixLabError
 from engine.hashing import HASH_FUNCTIONS, BlockHasher
 from teaching.pages.prefix_probe import RequestSpec, parse_token_ids, probe_prefix_cache, replace_token
 from teaching.scenarios.describe import describe_extra_keys
+from ui.projector import projected_table
 from ui.text import plain_md
 from viz.hash_chain import changed_blocks, hash_chain_css, hash_chain_html, lookup_text, short
 
@@ -177,4 +178,4 @@ with st.expander("Full hashes"):
             "r2 hash": b.block_hash.hex() if b and b.block_hash else "never hashed",
             "r2 extra keys": describe_extra_keys(b.extra_keys) if b else "",
         })
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
+    projected_table(pd.DataFrame(rows), hide_index=True)

@@ -15,6 +15,7 @@ from teaching.live.frames import Frame, RecordingError, iter_servers, parse_reco
 from teaching.live.session import LiveSession, MetricsView, parse_endpoints
 from teaching.live.state import LiveState, ReplicaState, state_from_frames
 from teaching.live.tokens import Decode, tokenizer_decoder
+from ui.projector import plotly_chart, projected_table
 from viz.live import TREE_COLORS, cache_history_figure, prefix_tree_figure
 
 PLOT_CONFIG = {"displayModeBar": False}
@@ -64,9 +65,9 @@ def metrics_row(replica: ReplicaState, view: MetricsView | None) -> None:
 def draw_replica(replica: ReplicaState, view: MetricsView | None, decode: Decode | None, key: str) -> None:
     st.subheader(replica.name or "server")
     metrics_row(replica, view)
-    st.plotly_chart(prefix_tree_figure(replica, decode), key=f"live_tree_{key}", config=PLOT_CONFIG, theme=None)
+    plotly_chart(prefix_tree_figure(replica, decode), key=f"live_tree_{key}", config=PLOT_CONFIG, theme=None)
     if replica.history:
-        st.plotly_chart(cache_history_figure(replica), key=f"live_hist_{key}", config=PLOT_CONFIG, theme=None)
+        plotly_chart(cache_history_figure(replica), key=f"live_hist_{key}", config=PLOT_CONFIG, theme=None)
 
 
 def draw_state(state: LiveState, metrics: dict[str, MetricsView], decode: Decode | None, key: str) -> None:
@@ -135,7 +136,7 @@ def send_form(session: LiveSession) -> None:
     if tally.results:
         st.markdown(f"**{len(tally.results)} requests** from this page · **{tally.hits} hit the cache** · "
                     f"**{tally.tokens_saved} of {tally.prompt_tokens} prompt tokens saved**")
-        st.dataframe(tally.rows(), hide_index=True)
+        projected_table(tally.rows(), hide_index=True)
 
 
 def live_mode(decode: Decode | None) -> None:

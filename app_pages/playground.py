@@ -30,6 +30,7 @@ from teaching.scenarios.describe import describe_event
 from ui.class_server import class_server_panel
 from ui.model import SESSION_KV_MIB, check_rate, note_request, session_engine, shared_model
 from ui.persist import copy_back, mirror
+from ui.projector import plotly_chart
 from ui.settings import current_settings
 from ui.text import plain_md
 from viz import (
@@ -262,7 +263,7 @@ def show_requests(eng: LLMEngine) -> None:
             who = "You" if item["mode"] == CHAT else "Prompt"
             st.markdown(f"**{who}:** {'…' if len(item['user']) > 300 else ''}{plain_md(item['user'][-300:])}")
             st.markdown(f"**Model:** {plain_md(view.text) if view.text else '(no text)'}")
-            st.plotly_chart(blocks_figure(view), key=f"pg_blocks_{item['id']}", config=PLOT_CONFIG, theme=None)
+            plotly_chart(blocks_figure(view), key=f"pg_blocks_{item['id']}", config=PLOT_CONFIG, theme=None)
     if len(history) > SHOWN_REQUESTS:
         st.caption("Older: " + ", ".join(i["id"] for i in history[SHOWN_REQUESTS:]))
 
@@ -290,16 +291,16 @@ def engine_views(eng: LLMEngine) -> None:
     )
     st.markdown(legend_html(POOL_STATES), unsafe_allow_html=True)
     columns = min(16, -(-snap.num_blocks // 3)) if snap.num_blocks <= 48 else 24
-    st.plotly_chart(block_grid(snap, contents=contents, token_text=text, columns=columns), key="pg_grid", config=PLOT_CONFIG)
-    st.plotly_chart(free_queue_figure(snap, contents=contents, token_text=text, per_row=columns), key="pg_queue",
+    plotly_chart(block_grid(snap, contents=contents, token_text=text, columns=columns), key="pg_grid", config=PLOT_CONFIG)
+    plotly_chart(free_queue_figure(snap, contents=contents, token_text=text, per_row=columns), key="pg_queue",
                     config=PLOT_CONFIG)
     st.caption("A finished request holds no blocks: its blocks wait in the free queue, still cached (orange), "
                "until an allocation pops them from the head.")
     left, right = st.columns(2, gap="medium")
     with left:
-        st.plotly_chart(block_tables_figure(snap, hits=hit_blocks(events, pos)), key="pg_tables", config=PLOT_CONFIG)
+        plotly_chart(block_tables_figure(snap, hits=hit_blocks(events, pos)), key="pg_tables", config=PLOT_CONFIG)
     with right:
-        st.plotly_chart(hash_table_figure(snap, contents=contents, token_text=text), key="pg_hashes", config=PLOT_CONFIG)
+        plotly_chart(hash_table_figure(snap, contents=contents, token_text=text), key="pg_hashes", config=PLOT_CONFIG)
 
 
 # -- the page ----------------------------------------------------------------------------------------------
