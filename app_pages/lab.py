@@ -38,8 +38,8 @@ def main() -> None:
     options = list(titles) + ([CUSTOM] if st.session_state["custom_text"] else [])
     if st.session_state["lab_source"] not in options:
         st.session_state["lab_source"] = options[0]
-    if projector:  # one compact row: scenario and the two toggles, room on the right for the Projector switch
-        c1, t1, t2, _ = st.columns([1.9, 1.6, 1.6, 1.3], vertical_alignment="center")
+    if projector:  # one compact row: scenario, the two toggles, and room for the Projector switch
+        c1, t1, t2, _ = st.columns([2.3, 1.4, 1.4, 1.0], vertical_alignment="center")
     else:
         c0, c1 = st.columns([1, 1.4], vertical_alignment="center")
         c0.markdown("<div class='lab-title'>Block pool &amp; eviction lab</div>", unsafe_allow_html=True)

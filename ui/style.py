@@ -11,6 +11,7 @@ LAB_CSS = """<style>
 #: and no text under 16 px. The size rule raises whatever is smaller (captions, widget labels, code,
 #: the HTML pictures' hashes) to 16 px and leaves larger text (headings) as it is; icons keep their
 #: size, and Plotly's SVG is resized in Python (ui.projector.plotly_chart) so its layout follows.
+#: Style-only elements and the fixed Projector switch take no room (no gap above the first line).
 PROJECTOR_CSS = """<style>
 [data-testid=stSidebar], [data-testid=stSidebarCollapsedControl], [data-testid=stExpandSidebarButton],
 header[data-testid=stHeader] { display: none !important; }
@@ -24,6 +25,9 @@ header[data-testid=stHeader] { display: none !important; }
 [data-testid=stMain] h3 { font-size: 1.3rem; padding: 0.2rem 0 0.1rem; }
 [data-testid=stMain] pre, [data-testid=stMain] pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; }
 .st-key-projector_switch { top: 0.25rem; right: 0.6rem; }
+[data-testid=stVerticalBlock] > :has(> .st-key-projector_switch) { display: contents; }
+[data-testid=stElementContainer]:has(> [data-testid=stMarkdown] [data-testid=stMarkdownContainer] > style:only-child),
+[data-testid=stElementContainer]:has(> [data-testid=stHtml] > style:only-child) { display: none; }
 .lab-title { font-size: 1.0rem; white-space: nowrap; }
 .pl-table table { border-collapse: collapse; width: 100%; }
 .pl-table th, .pl-table td { text-align: left; padding: 3px 6px; border-bottom: 1px solid #cfd8dc; vertical-align: top;
