@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from html import escape
 from pathlib import Path
+from typing import Literal
 
 import streamlit as st
 
@@ -240,10 +241,10 @@ def scenario_section(lesson: Lesson) -> None:
             policy_views(run, position)
     if projector:
         st.subheader("The lesson", divider="gray", anchor="text")
-        prose_and_script(lesson, first, position, height=None)
+        prose_and_script(lesson, first, position, height="content")
 
 
-def prose_and_script(lesson: Lesson, first: ScenarioRun, position: int, height: int | None) -> None:
+def prose_and_script(lesson: Lesson, first: ScenarioRun, position: int, height: int | Literal["content"]) -> None:
     """The lesson's text beside its scenario; in a box of ``height`` px that scrolls, or in the page flow."""
     prose, script = st.columns([1.3, 1], gap="medium")
     with prose, st.container(height=height, border=False):

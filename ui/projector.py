@@ -114,6 +114,11 @@ def projected_figure(fig: Any) -> Any:
     font = layout.setdefault("font", {})
     font["size"] = max(font.get("size") or 12, MIN_FONT_PX)
     _raise_fonts(spec)
+    for name, axis in layout.items():
+        if name.startswith(("xaxis", "yaxis")) and isinstance(axis, dict) and axis.get("type") == "log":
+            # Plotly draws 10^n's exponent and the 2s and 5s between decades smaller than the axis font:
+            # projected, a log axis is labelled at each decade in SI form (10k, 100k, 1M).
+            axis.update(dtick=1, exponentformat="SI", minor=None)
     return go.Figure(spec)
 
 

@@ -12,6 +12,7 @@ LAB_CSS = """<style>
 #: the HTML pictures' hashes) to 16 px and leaves larger text (headings) as it is; icons keep their
 #: size, and Plotly's SVG is resized in Python (ui.projector.plotly_chart) so its layout follows.
 #: Style-only elements and the fixed Projector switch take no room (no gap above the first line).
+#: The lessons' block grid gets tiles wide enough for a whole 8-digit hash at 16 px.
 PROJECTOR_CSS = """<style>
 [data-testid=stSidebar], [data-testid=stSidebarCollapsedControl], [data-testid=stExpandSidebarButton],
 header[data-testid=stHeader] { display: none !important; }
@@ -29,6 +30,10 @@ header[data-testid=stHeader] { display: none !important; }
 [data-testid=stElementContainer]:has(> [data-testid=stMarkdown] [data-testid=stMarkdownContainer] > style:only-child),
 [data-testid=stElementContainer]:has(> [data-testid=stHtml] > style:only-child) { display: none; }
 .lab-title { font-size: 1.0rem; white-space: nowrap; }
+.pl-pool .pp-grid { grid-template-columns: repeat(auto-fill, minmax(96px, 1fr)) !important; gap: 24px 6px;
+  padding-top: 22px; }
+.pl-pool .pp-next { top: -22px; }
+.pl-pool .h { white-space: nowrap; }
 .pl-table table { border-collapse: collapse; width: 100%; }
 .pl-table th, .pl-table td { text-align: left; padding: 3px 6px; border-bottom: 1px solid #cfd8dc; vertical-align: top;
   overflow-wrap: anywhere; }

@@ -146,16 +146,18 @@ def test_the_lab_fits_one_screen_in_projector_mode(screen, app_url, mode) -> Non
 def test_a_toggle_turns_projector_mode_on_and_off(screen, app_url) -> None:  # type: ignore[no-untyped-def]
     open_page(screen, f"{app_url}/why_miss")
     assert screen.query_selector("[data-testid=stSidebar]").is_visible()
-    screen.get_by_role("checkbox", name="Projector").first.check(force=True)
+    screen.locator(".st-key-projector_switch label").first.click()
     wait_idle(screen)
     screen.wait_for_timeout(500)
     assert not screen.query_selector("[data-testid=stSidebar]").is_visible()
     assert "projector=1" in screen.url
-    open_page(screen, f"{app_url}/hash_chain")  # a new page load: the URL param is gone, the choice stays
-    screen.get_by_role("checkbox", name="Projector").first.uncheck(force=True)
+    open_page(screen, screen.url)  # the URL says projector=1: a shared link opens projected
+    assert not screen.query_selector("[data-testid=stSidebar]").is_visible()
+    screen.locator(".st-key-projector_switch label").first.click()
     wait_idle(screen)
     screen.wait_for_timeout(500)
     assert screen.query_selector("[data-testid=stSidebar]").is_visible()
+    assert "projector" not in screen.url
 
 
 STEP_LINE = re.compile(r"Step (\d+) of (\d+)")
