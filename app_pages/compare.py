@@ -15,6 +15,7 @@ from teaching.pages.compare import PolicyResult, TraceSpec, compare_scenario, co
 from teaching.pages.playground import TUTOR, build_prompt
 from teaching.pages.ttft import DEFAULT_REPEATS, measure_ttft, speedup
 from teaching.scenarios.library import BUILTIN_SCENARIOS, builtin_titles
+from ui.progress import progress_callback
 from ui.projector import plotly_chart, projected_table
 from ui.settings import current_settings
 from viz.compare import policy_bars_html, ttft_figure
@@ -35,7 +36,7 @@ def results_table(results: list[PolicyResult]) -> pd.DataFrame:
 def workload_results() -> list[PolicyResult] | None:
     """Widgets for the workload; returns the three runs (None when the workload is invalid)."""
     titles = {TRACE: "Generated trace (shared prefixes, small pool)", **builtin_titles()}
-    source = st.selectbox("Workload", list(titles), format_func=titles.get, key="cmp_source")
+    source = st.selectbox("Workload", list(titles), format_func=titles.__getitem__, key="cmp_source") or TRACE
     if source != TRACE:
         settings = current_settings()
         st.caption("A built-in scenario from the lab, with its own pool and block size unless the sidebar sets them.")
@@ -74,11 +75,11 @@ def ttft_section() -> None:
 
         bar = st.progress(0.0, text="Loading the model…")
         try:
-            loaded = shared_model(progress=lambda f, m: bar.progress(min(1.0, f), text=m))
+            loaded = shared_model(progress=progress_callback(bar))
             prompts = [build_prompt("chat", q, TUTOR) for q in TTFT_QUESTIONS]
             st.session_state["cmp_ttft"] = measure_ttft(
                 lambda caching: session_engine(loaded, enable_prefix_caching=caching, kv_mib=16),
-                prompts, progress=lambda f, m: bar.progress(min(1.0, f), text=f"Measuring: {m}"),
+                prompts, progress=progress_callback(bar, "Measuring: "),
             )
         except PrefixLabError as exc:
             st.error(f"The measurement could not run: {exc}")

@@ -7,6 +7,8 @@ they may fill the text boxes; generation runs in the script so its text can stre
 
 from __future__ import annotations
 
+from typing import Any, Protocol, cast
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -97,6 +99,19 @@ def engine() -> LLMEngine:
     return s["pg_engine"]
 
 
+class ModelFacts(Protocol):
+    """What this page reads from the real model's back end (engine.model.runner.ModelBackend), beyond Backend."""
+
+    @property
+    def kv_bytes_per_token(self) -> int: ...
+    @property
+    def kv_cache_bytes(self) -> int: ...
+    @property
+    def device(self) -> Any: ...
+    @property
+    def dtype(self) -> Any: ...
+
+
 def value(name: str) -> object:
     """A setting as the user left it: the widget's value when its callback has not copied it back yet
     (a click on Send right after typing runs before the text box's own callback may have)."""
@@ -116,8 +131,8 @@ def submit(text: str) -> bool:
         for name, typed in (("The prompt", text), ("The system prompt", str(value("pg_system")))):
             limits.check_size(name, len(typed), limits.MAX_PROMPT_CHARS, "characters")
         prompt = build_prompt(s["pg_mode"], text, str(value("pg_system")), history)
-        max_tokens = min(int(value("pg_max_tokens")), limits.MAX_GENERATE_TOKENS)
-        params = SamplingParams(max_tokens=max_tokens, temperature=float(value("pg_temperature")))
+        max_tokens = min(int(cast(int, value("pg_max_tokens"))), limits.MAX_GENERATE_TOKENS)
+        params = SamplingParams(max_tokens=max_tokens, temperature=float(cast(float, value("pg_temperature"))))
         request_id = engine().add_request(prompt, params)
     except PrefixLabError as exc:  # the engine's own words; the text stays in the box
         s["pg_error"] = str(exc)
@@ -313,7 +328,7 @@ def main() -> None:
                "algorithm apply here too; changing one starts a fresh engine.")
     load_model_with_progress()
     eng = engine()
-    backend = eng.backend
+    backend = cast(ModelFacts, eng.backend)  # this page always runs the real model
     pool = eng.kv_cache_manager
     st.caption(f"KV cache: **{backend.kv_bytes_per_token:,} bytes per token** (K and V, every layer) · pool "
                f"**{pool.num_blocks - 1} blocks × {pool.block_size} tokens** = {pool.max_tokens_in_pool:,} tokens, "

@@ -18,6 +18,7 @@ from teaching.traces.page import MAX_PAGE_REPLICAS, MAX_UPLOAD_BYTES, load_file,
 from teaching.traces.policies import POLICIES
 from teaching.traces.replay import MODES, PreparedTrace
 from teaching.traces.sources import available_traces
+from ui.progress import progress_callback
 from ui.projector import plotly_chart, projected_table
 from viz.traces import miss_ratio_figure, routing_figure, timeseries_figure
 
@@ -84,7 +85,7 @@ def curve_section(key: str, prepared: PreparedTrace, mode: str) -> Curve | None:
                     key="tr_run")
     if (key, mode) not in curves and (run or prepared.trace.num_blocks <= AUTO_RUN_BLOCKS):
         bar = st.progress(0.0, text="Replaying…")
-        curves[(key, mode)] = run_curve(prepared, mode, progress=lambda f, m: bar.progress(min(1.0, f), text=m))
+        curves[(key, mode)] = run_curve(prepared, mode, progress=progress_callback(bar))
         bar.empty()
     curve = curves.get((key, mode))
     if curve is None:
@@ -116,13 +117,14 @@ def routing_section(key: str, prepared: PreparedTrace, mode: str) -> None:
     replicas = int(c[0].number_input("Replicas", 2, MAX_PAGE_REPLICAS, 4, key="tr_replicas"))
     blocks = int(c[1].number_input("Blocks per replica", 1, 200_000, 2_000, step=500, key="tr_rep_blocks",
                                    help=f"{TRACE_BLOCK_SIZE} tokens each"))
-    policy = c[2].selectbox("Policy", ["vllm", "classic", "radix"], format_func=POLICIES.get, key="tr_rep_policy")
+    policy = c[2].selectbox("Policy", ["vllm", "classic", "radix"], format_func=POLICIES.__getitem__,
+                            key="tr_rep_policy") or "vllm"
     runs: dict = st.session_state.setdefault("tr_routes", {})
     setting = (key, mode, replicas, blocks, policy)
     if st.button("Compare routers", icon=":material/alt_route:", key="tr_route_run"):
         bar = st.progress(0.0, text="Routing…")
         runs[setting] = run_routers(prepared, policy, blocks, replicas, mode,
-                                    progress=lambda f, m: bar.progress(min(1.0, f), text=m))
+                                    progress=progress_callback(bar))
         bar.empty()
     results = runs.get(setting)
     if results is None:
