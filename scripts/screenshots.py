@@ -101,6 +101,7 @@ def shoot_lesson_steps(page, url: str, name: str, out_dir: Path) -> list[Path]: 
             if next_button.count() == 0 or next_button.is_disabled():
                 break
             next_button.click()
+            page.mouse.move(2, 760)  # off the button: no tooltip over the picture
             wait_idle(page)
             page.evaluate("() => { for (const el of [document.querySelector('[data-testid=stMain]'),"
                           " document.scrollingElement]) if (el) el.scrollTo(0, 0); }")
