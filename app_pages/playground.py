@@ -32,7 +32,7 @@ from teaching.scenarios.describe import describe_event
 from ui.class_server import class_server_panel
 from ui.model import SESSION_KV_MIB, check_rate, note_request, session_engine, shared_model
 from ui.persist import copy_back, mirror
-from ui.projector import plotly_chart
+from ui.projector import plotly_chart, projector_on
 from ui.settings import current_settings
 from ui.text import plain_md
 from viz import (
@@ -306,6 +306,8 @@ def engine_views(eng: LLMEngine) -> None:
     )
     st.markdown(legend_html(POOL_STATES), unsafe_allow_html=True)
     columns = min(16, -(-snap.num_blocks // 3)) if snap.num_blocks <= 48 else 24
+    if projector_on():  # 16 px hashes need ~90 px a tile: at most 10 across a 1024 px screen
+        columns = min(columns, 10)
     plotly_chart(block_grid(snap, contents=contents, token_text=text, columns=columns), key="pg_grid", config=PLOT_CONFIG)
     plotly_chart(free_queue_figure(snap, contents=contents, token_text=text, per_row=columns), key="pg_queue",
                     config=PLOT_CONFIG)

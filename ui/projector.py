@@ -20,6 +20,7 @@ PARAM = "projector"  # the query parameter
 KEY = "projector"  # the durable session key every page reads
 TOGGLE_KEY = "_w_projector"
 MIN_FONT_PX = 16  # the smallest type a projected page shows
+TABLE_GROWTH = 1.9  # a projected Plotly table's height: room for each row to wrap onto two lines
 
 
 def read_projector_param() -> bool:
@@ -119,6 +120,10 @@ def projected_figure(fig: Any) -> Any:
             # Plotly draws 10^n's exponent and the 2s and 5s between decades smaller than the axis font:
             # projected, a log axis is labelled at each decade in SI form (10k, 100k, 1M).
             axis.update(dtick=1, exponentformat="SI", minor=None)
+    if any(trace.get("type") == "table" for trace in spec.get("data", [])) and layout.get("height"):
+        # Plotly tables keep their pixel height and scroll inside it: at 16 px their cells wrap onto a
+        # second line, so give them room for that instead of hiding the last rows in an inner scroll.
+        layout["height"] = int(layout["height"] * TABLE_GROWTH)
     return go.Figure(spec)
 
 

@@ -31,3 +31,9 @@ def test_tables_are_html_without_an_index_and_with_escaped_cells() -> None:
     html = table_html([{"block": 0, "same hash": "✓", "tokens": "<b>x</b>"}])
     assert "<th>same hash</th>" in html and "&lt;b&gt;x&lt;/b&gt;" in html
     assert "<th></th>" not in html  # no index column
+
+
+def test_a_plotly_table_grows_so_its_wrapped_rows_do_not_scroll_inside_it() -> None:
+    fig = go.Figure(go.Table(header={"values": ["hash"]}, cells={"values": [["a", "b"]]}))
+    fig.update_layout(height=100)
+    assert projected_figure(fig).layout.height > 100
