@@ -11,6 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from ui.model import lower_page_priority
+from ui.projector import apply_projector
 from ui.settings import render_sidebar
 from ui.state import restore_from_url
 from ui.style import APP_CSS
@@ -67,6 +68,7 @@ st.set_page_config(page_title="PrefixLab", page_icon="🧱", layout="wide")
 restore_from_url()
 navigation = st.navigation(pages())
 st.markdown(APP_CSS, unsafe_allow_html=True)
+apply_projector()  # ?projector=1 or the toggle: every page, one stylesheet (ui/projector.py)
 if navigation.title == "Lessons" and "lesson" not in st.query_params and "scenario" in st.query_params:
     st.switch_page("app_pages/lab.py")  # a lab link shared when the lab was the first page
 if navigation.title in settings_titles:

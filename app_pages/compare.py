@@ -15,6 +15,8 @@ from teaching.pages.compare import PolicyResult, TraceSpec, compare_scenario, co
 from teaching.pages.playground import TUTOR, build_prompt
 from teaching.pages.ttft import DEFAULT_REPEATS, measure_ttft, speedup
 from teaching.scenarios.library import BUILTIN_SCENARIOS, builtin_titles
+from ui.progress import progress_callback
+from ui.projector import plotly_chart, projected_table
 from ui.settings import current_settings
 from viz.compare import policy_bars_html, ttft_figure
 
@@ -34,7 +36,7 @@ def results_table(results: list[PolicyResult]) -> pd.DataFrame:
 def workload_results() -> list[PolicyResult] | None:
     """Widgets for the workload; returns the three runs (None when the workload is invalid)."""
     titles = {TRACE: "Generated trace (shared prefixes, small pool)", **builtin_titles()}
-    source = st.selectbox("Workload", list(titles), format_func=titles.get, key="cmp_source")
+    source = st.selectbox("Workload", list(titles), format_func=titles.__getitem__, key="cmp_source") or TRACE
     if source != TRACE:
         settings = current_settings()
         st.caption("A built-in scenario from the lab, with its own pool and block size unless the sidebar sets them.")
@@ -73,11 +75,11 @@ def ttft_section() -> None:
 
         bar = st.progress(0.0, text="Loading the model…")
         try:
-            loaded = shared_model(progress=lambda f, m: bar.progress(min(1.0, f), text=m))
+            loaded = shared_model(progress=progress_callback(bar))
             prompts = [build_prompt("chat", q, TUTOR) for q in TTFT_QUESTIONS]
             st.session_state["cmp_ttft"] = measure_ttft(
                 lambda caching: session_engine(loaded, enable_prefix_caching=caching, kv_mib=16),
-                prompts, progress=lambda f, m: bar.progress(min(1.0, f), text=f"Measuring: {m}"),
+                prompts, progress=progress_callback(bar, "Measuring: "),
             )
         except PrefixLabError as exc:
             st.error(f"The measurement could not run: {exc}")
@@ -86,7 +88,7 @@ def ttft_section() -> None:
     if not samples:
         st.info("Press **Measure TTFT** (a few seconds on a CPU).")
         return
-    st.plotly_chart(ttft_figure(samples, title="Caching off vs on, request by request"), key="cmp_ttft_fig", config=PLOT_CONFIG, theme=None)
+    plotly_chart(ttft_figure(samples, title="Caching off vs on, request by request"), key="cmp_ttft_fig", config=PLOT_CONFIG, theme=None)
     ratio = speedup(samples)
     on = [s for s in samples if s.caching and s.request > 1]
     if ratio is not None and on:
@@ -106,7 +108,7 @@ def main() -> None:
     results = workload_results()
     if results:
         st.html(policy_bars_html(results))  # HTML bars: shown with the page, no Plotly.js to load first
-        st.dataframe(results_table(results), hide_index=True)
+        projected_table(results_table(results), hide_index=True)
     ttft_section()
 
 

@@ -13,6 +13,7 @@ from engine.hashing import HASH_FUNCTIONS, BlockHasher
 from teaching.pages.prefix_probe import RequestSpec, parse_token_ids, replace_token
 from teaching.pages.real_tokens import REAL, REAL_CHAT, probe_with_tokenizer
 from teaching.scenarios.describe import describe_extra_keys
+from ui.projector import projected_table
 from ui.text import plain_md
 from viz.hash_chain import changed_blocks, hash_chain_css, hash_chain_html, lookup_text, short
 
@@ -181,4 +182,4 @@ with st.expander("Full hashes"):
             "r2 hash": b.block_hash.hex() if b and b.block_hash else "never hashed",
             "r2 extra keys": describe_extra_keys(b.extra_keys) if b else "",
         })
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
+    projected_table(pd.DataFrame(rows), hide_index=True)

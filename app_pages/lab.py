@@ -15,9 +15,10 @@ from teaching.scenarios.library import builtin_titles
 from teaching.scenarios.scenario import ScenarioError
 from ui.lab_player import lab_player
 from ui.persist import copy_back, mirror
+from ui.projector import projector_on
 from ui.settings import current_settings
 from ui.state import CUSTOM, get_runs, init_lab_state, scenario_text, take_player_value, write_url
-from ui.style import LAB_CSS, PROJECTOR_CSS
+from ui.style import LAB_CSS
 from ui.text import plain_md
 
 
@@ -31,14 +32,14 @@ def on_source_change() -> None:
 def main() -> None:
     init_lab_state()
     settings = current_settings()
-    projector = st.session_state["lab_projector"]
-    st.markdown(LAB_CSS + (PROJECTOR_CSS if projector else ""), unsafe_allow_html=True)
+    projector = projector_on()  # ui.projector reads ?projector=1 and styles the page; the lab only lays out
+    st.markdown(LAB_CSS, unsafe_allow_html=True)
     titles = builtin_titles()
     options = list(titles) + ([CUSTOM] if st.session_state["custom_text"] else [])
     if st.session_state["lab_source"] not in options:
         st.session_state["lab_source"] = options[0]
-    if projector:  # one compact row: scenario and the three toggles (the title is the browser tab's)
-        c1, t1, t2, t3 = st.columns([1.9, 1.6, 1.6, 1.2], vertical_alignment="center")
+    if projector:  # one compact row: scenario, the two toggles, and room for the Projector switch
+        c1, t1, t2, _ = st.columns([2.3, 1.4, 1.4, 1.0], vertical_alignment="center")
     else:
         c0, c1 = st.columns([1, 1.4], vertical_alignment="center")
         c0.markdown("<div class='lab-title'>Block pool &amp; eviction lab</div>", unsafe_allow_html=True)
@@ -61,13 +62,11 @@ def main() -> None:
                 st.markdown(plain_md(scenario.description))
             st.code(scenario.text, language=None, line_numbers=True)
         a1.page_link("app_pages/scenario_editor.py", label="Write a scenario", icon=":material/edit_note:")
-        t1, t2, t3 = st.columns([1, 1, 0.8], vertical_alignment="center")
+        t1, t2 = st.columns([1, 1], vertical_alignment="center")
     t1.toggle("Compare versions", key=mirror("lab_compare"), on_change=copy_back("lab_compare"),
               help="Both free-queue rules on the same trace, their free queues side by side")
     t2.toggle("Predict the victim", key=mirror("lab_predict"), on_change=copy_back("lab_predict"),
               help="Playback stops before each allocation that evicts: pick the block that goes first")
-    t3.toggle("Projector", key=mirror("lab_projector"), on_change=copy_back("lab_projector"),
-              help="Large type, no sidebar, everything on one screen (or add ?projector=1 to the URL)")
     other = settings.other_policy if st.session_state["lab_compare"] else None
     settings_key = f"{settings.block_size}|{settings.num_blocks}|{settings.hash_algo}"
     lab_player(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from html import escape
 from pathlib import Path
+from typing import Literal
 
 import streamlit as st
 
@@ -21,6 +22,7 @@ from teaching.lessons.loader import Lesson, LessonError, answer_question, load_l
 from teaching.lessons.measure import measure_ttft, real_model_available
 from teaching.scenarios.scenario import ScenarioRun, run_scenario
 from ui.persist import copy_back, mirror
+from ui.projector import projected_table, projector_on
 from ui.state import CUSTOM, init_lab_state
 from viz import legend_html
 from viz.legend import POOL_STATES, TABLE_STATES
@@ -212,15 +214,11 @@ def scenario_section(lesson: Lesson) -> None:
     runs = {p: run_scenario(lesson.scenario, p) for p in lesson.policies}
     first = runs[lesson.policies[0]]
     position = current_position(lesson)
-    prose, script = st.columns([1.3, 1], gap="medium")
-    with prose, st.container(height=PROSE_HEIGHT, border=False):
-        st.markdown(flow.body_markdown(lesson.body))
-    with script, st.container(height=PROSE_HEIGHT, border=False):
-        st.markdown(f"**The scenario** · played on the simulator: {first.num_blocks} blocks (block 0 is reserved) × "
-                    f"{first.block_size} tokens per block.")
-        st.markdown(script_html(lesson, position), unsafe_allow_html=True)
-    st.subheader("Step through it: the cache " + flow.position_label(lesson, position), divider="gray",
-                 anchor="step")
+    projector = projector_on()
+    if not projector:  # projected, the picture and Next come first and the text follows in the page
+        prose_and_script(lesson, first, position, height=PROSE_HEIGHT)
+        st.subheader("Step through it: the cache " + flow.position_label(lesson, position), divider="gray",
+                     anchor="step")
     step_controls(lesson, position)
     pictures, side = st.columns([1.15, 1], gap="medium")
     with side:
@@ -241,6 +239,20 @@ def scenario_section(lesson: Lesson) -> None:
             if len(runs) > 1:
                 st.markdown(f"**{FREE_POLICY_VERSIONS[policy]}** · {FREE_POLICY_NOTES[policy]}")
             policy_views(run, position)
+    if projector:
+        st.subheader("The lesson", divider="gray", anchor="text")
+        prose_and_script(lesson, first, position, height="content")
+
+
+def prose_and_script(lesson: Lesson, first: ScenarioRun, position: int, height: int | Literal["content"]) -> None:
+    """The lesson's text beside its scenario; in a box of ``height`` px that scrolls, or in the page flow."""
+    prose, script = st.columns([1.3, 1], gap="medium")
+    with prose, st.container(height=height, border=False):
+        st.markdown(flow.body_markdown(lesson.body))
+    with script, st.container(height=height, border=False):
+        st.markdown(f"**The scenario** · played on the simulator: {first.num_blocks} blocks (block 0 is reserved) × "
+                    f"{first.block_size} tokens per block.")
+        st.markdown(script_html(lesson, position), unsafe_allow_html=True)
 
 
 # -- the real model (optional) ---------------------------------------------------------------------------
@@ -276,13 +288,13 @@ def measure_section(lesson: Lesson) -> None:
     if isinstance(result, str):
         st.warning(result)
     elif result:
-        st.dataframe(
-            [{"chat": r.question, "prompt tokens": r.prompt_tokens, "from the cache": r.cached_tokens,
-              "computed": r.computed_tokens, "TTFT cache on (ms)": round(r.ttft_on_ms, 1),
+        # The key columns first (speed-up beside the chat), so a narrow screen never hides them.
+        projected_table(
+            [{"chat": r.question, "speed-up": round(r.speedup, 2), "TTFT cache on (ms)": round(r.ttft_on_ms, 1),
+              "TTFT cache off (ms)": round(r.ttft_off_ms, 1), "from the cache": r.cached_tokens,
+              "computed": r.computed_tokens, "prompt tokens": r.prompt_tokens,
               "on: fastest-slowest": f"{r.on_range_ms[0]:.0f}-{r.on_range_ms[1]:.0f}",
-              "TTFT cache off (ms)": round(r.ttft_off_ms, 1),
-              "off: fastest-slowest": f"{r.off_range_ms[0]:.0f}-{r.off_range_ms[1]:.0f}",
-              "speed-up": round(r.speedup, 2)} for r in result],
+              "off: fastest-slowest": f"{r.off_range_ms[0]:.0f}-{r.off_range_ms[1]:.0f}"} for r in result],
             hide_index=True,
         )
         st.caption("TTFT is the engine's reading from scheduling to the first token, the median of the rounds, with the "
@@ -317,8 +329,12 @@ def main() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
     if st.session_state.pop("lessons_go_lab", False):
         st.switch_page("app_pages/lab.py")
-    heading, picker = st.columns([1, 2.6], vertical_alignment="bottom")
-    heading.title("Lessons")
+    projector = projector_on()
+    if projector:  # the lesson picker names the lesson; the right end is the Projector switch's
+        picker, _ = st.columns([4, 1], vertical_alignment="bottom")
+    else:
+        heading, picker = st.columns([1, 2.6], vertical_alignment="bottom")
+        heading.title("Lessons")
     if not LESSONS_DIR.is_dir():
         st.error(f"No lessons folder at {LESSONS_DIR}.")
         return
@@ -334,10 +350,11 @@ def main() -> None:
         lesson = lesson_picker(lessons)
     if st.session_state.pop("lessons_scroll_top", False):
         st.html(SCROLL_TOP, unsafe_allow_javascript=True)  # a new lesson opens at its top, not where the last one ended
-    st.header(lesson.title)
-    if lesson.summary:
+    if not projector:
+        st.header(lesson.title)
+    if lesson.summary and not projector:
         st.caption(lesson.summary)
-    if lesson is lessons[0] and current_position(lesson) == 0:
+    if lesson is lessons[0] and current_position(lesson) == 0 and not projector:
         st.info("**New here?** Read a few lines, then press **Next** (or →) to play the scenario one line at a "
                 "time and watch the blocks below. Questions appear beside the picture when it is their moment: "
                 "predict, check, and the engine tells you why.", icon=":material/waving_hand:")

@@ -22,6 +22,7 @@ from teaching.live.session import LiveSession, MetricsView, parse_endpoints
 from teaching.live.state import LiveState, ReplicaState, state_from_frames
 from teaching.live.tokens import Decode, tokenizer_decoder
 from ui.class_config import live_autoconnect, live_servers
+from ui.projector import plotly_chart, projected_table
 from viz.live import cache_history_figure
 from viz.live_tree import RUN_COLORS, branch_choices, icicle_figure
 
@@ -114,19 +115,19 @@ def draw_replica(replica: ReplicaState, view: MetricsView | None, decode: Decode
     view_ = top_view(tree, zoom)
     # Plotly hides a label wider than its column, so words are cut to what a column holds at 1024 px
     fig = icicle_figure(replica, view_, decode, height=TREE_HEIGHT, levels=3, label_chars=13 if narrow else 26)
-    st.plotly_chart(fig, key=f"live_tree_{key}", config=PLOT_CONFIG, theme=None)
+    plotly_chart(fig, key=f"live_tree_{key}", config=PLOT_CONFIG, theme=None)
     folded = sum(f.blocks for f in view_.folds)
     st.caption(f"{len(view_.edges)} of {len(tree.by_id)} runs drawn"
                + (f"; {folded} blocks in smaller branches are folded" if folded else ""))
     if replica.history:
         with st.expander("Blocks stored / removed per event batch"):
-            st.plotly_chart(cache_history_figure(replica), key=f"live_hist_{key}", config=PLOT_CONFIG, theme=None)
+            plotly_chart(cache_history_figure(replica), key=f"live_hist_{key}", config=PLOT_CONFIG, theme=None)
 
 
 def draw_state(state: LiveState, metrics: dict[str, MetricsView], decode: Decode | None, key: str) -> None:
     replicas = list(state.replicas.values())
     if len(replicas) > 1:
-        st.dataframe(replica_numbers(state, metrics), hide_index=True)
+        projected_table(replica_numbers(state, metrics), hide_index=True)
     legend()
     side = len(replicas) > 1 and st.toggle("Trees side by side (narrower: fewer levels and words)", value=False,
                                            key=f"live_side_{key}")
@@ -138,7 +139,7 @@ def draw_state(state: LiveState, metrics: dict[str, MetricsView], decode: Decode
     if stores:
         st.markdown("**Where the latest requests went** (each row: one request's newly cached blocks, "
                     "from the replicas' events)")
-        st.dataframe(recent_rows(stores), hide_index=True)
+        projected_table(recent_rows(stores), hide_index=True)
     if state.undecodable:
         st.warning(f"{state.undecodable} frames were not KV-event batches and were skipped.")
 
@@ -222,7 +223,7 @@ def send_form(session: LiveSession) -> None:
     if tally.results:
         st.markdown(f"**{len(tally.results)} requests** from this page · **{tally.hits} hit the cache** · "
                     f"**{tally.tokens_saved} of {tally.prompt_tokens} prompt tokens saved**")
-        st.dataframe(tally.rows(), hide_index=True)
+        projected_table(tally.rows(), hide_index=True)
 
 
 def live_mode(decode: Decode | None) -> None:

@@ -7,6 +7,8 @@ they may fill the text boxes; generation runs in the script so its text can stre
 
 from __future__ import annotations
 
+from typing import Any, Protocol, cast
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -30,6 +32,7 @@ from teaching.scenarios.describe import describe_event
 from ui.class_server import class_server_panel
 from ui.model import SESSION_KV_MIB, check_rate, note_request, session_engine, shared_model
 from ui.persist import copy_back, mirror
+from ui.projector import plotly_chart, projector_on
 from ui.settings import current_settings
 from ui.text import plain_md
 from viz import (
@@ -96,6 +99,19 @@ def engine() -> LLMEngine:
     return s["pg_engine"]
 
 
+class ModelFacts(Protocol):
+    """What this page reads from the real model's back end (engine.model.runner.ModelBackend), beyond Backend."""
+
+    @property
+    def kv_bytes_per_token(self) -> int: ...
+    @property
+    def kv_cache_bytes(self) -> int: ...
+    @property
+    def device(self) -> Any: ...
+    @property
+    def dtype(self) -> Any: ...
+
+
 def value(name: str) -> object:
     """A setting as the user left it: the widget's value when its callback has not copied it back yet
     (a click on Send right after typing runs before the text box's own callback may have)."""
@@ -115,8 +131,8 @@ def submit(text: str) -> bool:
         for name, typed in (("The prompt", text), ("The system prompt", str(value("pg_system")))):
             limits.check_size(name, len(typed), limits.MAX_PROMPT_CHARS, "characters")
         prompt = build_prompt(s["pg_mode"], text, str(value("pg_system")), history)
-        max_tokens = min(int(value("pg_max_tokens")), limits.MAX_GENERATE_TOKENS)
-        params = SamplingParams(max_tokens=max_tokens, temperature=float(value("pg_temperature")))
+        max_tokens = min(int(cast(int, value("pg_max_tokens"))), limits.MAX_GENERATE_TOKENS)
+        params = SamplingParams(max_tokens=max_tokens, temperature=float(cast(float, value("pg_temperature"))))
         request_id = engine().add_request(prompt, params)
     except PrefixLabError as exc:  # the engine's own words; the text stays in the box
         s["pg_error"] = str(exc)
@@ -262,7 +278,7 @@ def show_requests(eng: LLMEngine) -> None:
             who = "You" if item["mode"] == CHAT else "Prompt"
             st.markdown(f"**{who}:** {'…' if len(item['user']) > 300 else ''}{plain_md(item['user'][-300:])}")
             st.markdown(f"**Model:** {plain_md(view.text) if view.text else '(no text)'}")
-            st.plotly_chart(blocks_figure(view), key=f"pg_blocks_{item['id']}", config=PLOT_CONFIG, theme=None)
+            plotly_chart(blocks_figure(view), key=f"pg_blocks_{item['id']}", config=PLOT_CONFIG, theme=None)
     if len(history) > SHOWN_REQUESTS:
         st.caption("Older: " + ", ".join(i["id"] for i in history[SHOWN_REQUESTS:]))
 
@@ -290,16 +306,18 @@ def engine_views(eng: LLMEngine) -> None:
     )
     st.markdown(legend_html(POOL_STATES), unsafe_allow_html=True)
     columns = min(16, -(-snap.num_blocks // 3)) if snap.num_blocks <= 48 else 24
-    st.plotly_chart(block_grid(snap, contents=contents, token_text=text, columns=columns), key="pg_grid", config=PLOT_CONFIG)
-    st.plotly_chart(free_queue_figure(snap, contents=contents, token_text=text, per_row=columns), key="pg_queue",
+    if projector_on():  # 16 px hashes need ~90 px a tile: at most 10 across a 1024 px screen
+        columns = min(columns, 10)
+    plotly_chart(block_grid(snap, contents=contents, token_text=text, columns=columns), key="pg_grid", config=PLOT_CONFIG)
+    plotly_chart(free_queue_figure(snap, contents=contents, token_text=text, per_row=columns), key="pg_queue",
                     config=PLOT_CONFIG)
     st.caption("A finished request holds no blocks: its blocks wait in the free queue, still cached (orange), "
                "until an allocation pops them from the head.")
     left, right = st.columns(2, gap="medium")
     with left:
-        st.plotly_chart(block_tables_figure(snap, hits=hit_blocks(events, pos)), key="pg_tables", config=PLOT_CONFIG)
+        plotly_chart(block_tables_figure(snap, hits=hit_blocks(events, pos)), key="pg_tables", config=PLOT_CONFIG)
     with right:
-        st.plotly_chart(hash_table_figure(snap, contents=contents, token_text=text), key="pg_hashes", config=PLOT_CONFIG)
+        plotly_chart(hash_table_figure(snap, contents=contents, token_text=text), key="pg_hashes", config=PLOT_CONFIG)
 
 
 # -- the page ----------------------------------------------------------------------------------------------
@@ -312,7 +330,7 @@ def main() -> None:
                "algorithm apply here too; changing one starts a fresh engine.")
     load_model_with_progress()
     eng = engine()
-    backend = eng.backend
+    backend = cast(ModelFacts, eng.backend)  # this page always runs the real model
     pool = eng.kv_cache_manager
     st.caption(f"KV cache: **{backend.kv_bytes_per_token:,} bytes per token** (K and V, every layer) · pool "
                f"**{pool.num_blocks - 1} blocks × {pool.block_size} tokens** = {pool.max_tokens_in_pool:,} tokens, "

@@ -89,7 +89,7 @@ def main() -> None:
     st.session_state.setdefault("editor_template", "design-doc")  # the picker names the text the box starts with
     c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
     c1.selectbox("Start from a built-in scenario", list(titles), key=mirror("editor_template"),
-                 on_change=copy_back("editor_template"), format_func=titles.get)
+                 on_change=copy_back("editor_template"), format_func=titles.__getitem__)
     c2.button("Load it", key="editor_load", on_click=load_builtin, width="stretch",
               help="Replaces the text below with the built-in scenario.")
     b1, b2, msg = st.columns([1.35, 1, 2.9], vertical_alignment="center")

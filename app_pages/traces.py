@@ -18,6 +18,8 @@ from teaching.traces.page import MAX_PAGE_REPLICAS, MAX_UPLOAD_BYTES, load_file,
 from teaching.traces.policies import POLICIES
 from teaching.traces.replay import MODES, PreparedTrace
 from teaching.traces.sources import available_traces
+from ui.progress import progress_callback
+from ui.projector import plotly_chart, projected_table
 from viz.traces import miss_ratio_figure, routing_figure, timeseries_figure
 
 PLOT_CONFIG = {"displayModeBar": False}
@@ -83,7 +85,7 @@ def curve_section(key: str, prepared: PreparedTrace, mode: str) -> Curve | None:
                     key="tr_run")
     if (key, mode) not in curves and (run or prepared.trace.num_blocks <= AUTO_RUN_BLOCKS):
         bar = st.progress(0.0, text="Replaying…")
-        curves[(key, mode)] = run_curve(prepared, mode, progress=lambda f, m: bar.progress(min(1.0, f), text=m))
+        curves[(key, mode)] = run_curve(prepared, mode, progress=progress_callback(bar))
         bar.empty()
     curve = curves.get((key, mode))
     if curve is None:
@@ -92,11 +94,11 @@ def curve_section(key: str, prepared: PreparedTrace, mode: str) -> Curve | None:
     runs = [r for rs in curve.results.values() for r in rs] + [curve.ceiling]
     seconds = sum(r.seconds for r in runs)
     replaying = sum(r.seconds - r.build_seconds for r in runs)
-    st.plotly_chart(miss_ratio_figure(curve), key="tr_curve_fig", config=PLOT_CONFIG, theme=None)
+    plotly_chart(miss_ratio_figure(curve), key="tr_curve_fig", config=PLOT_CONFIG, theme=None)
     st.caption(f"{len(runs)} replays in {seconds:.1f} s ({replaying / len(runs) / prepared.trace.num_blocks * 1e6:.1f} µs "
                "per block lookup, building the pools apart). Requests longer than the whole pool cannot run and "
                "count as misses.")
-    st.dataframe(curve_table(curve), hide_index=True)
+    projected_table(curve_table(curve), hide_index=True)
     return curve
 
 
@@ -105,7 +107,7 @@ def series_section(curve: Curve) -> None:
     labels = {f"{b * TRACE_BLOCK_SIZE:,} tokens": i for i, b in enumerate(curve.capacities)}
     chosen = st.select_slider("Capacity", list(labels), value=list(labels)[len(labels) // 2], key="tr_series_cap")
     index = labels[chosen]
-    st.plotly_chart(timeseries_figure({p: rs[index] for p, rs in curve.results.items()}),
+    plotly_chart(timeseries_figure({p: rs[index] for p, rs in curve.results.items()}),
                     key="tr_series_fig", config=PLOT_CONFIG, theme=None)
 
 
@@ -115,20 +117,21 @@ def routing_section(key: str, prepared: PreparedTrace, mode: str) -> None:
     replicas = int(c[0].number_input("Replicas", 2, MAX_PAGE_REPLICAS, 4, key="tr_replicas"))
     blocks = int(c[1].number_input("Blocks per replica", 1, 200_000, 2_000, step=500, key="tr_rep_blocks",
                                    help=f"{TRACE_BLOCK_SIZE} tokens each"))
-    policy = c[2].selectbox("Policy", ["vllm", "classic", "radix"], format_func=POLICIES.get, key="tr_rep_policy")
+    policy = c[2].selectbox("Policy", ["vllm", "classic", "radix"], format_func=POLICIES.__getitem__,
+                            key="tr_rep_policy") or "vllm"
     runs: dict = st.session_state.setdefault("tr_routes", {})
     setting = (key, mode, replicas, blocks, policy)
     if st.button("Compare routers", icon=":material/alt_route:", key="tr_route_run"):
         bar = st.progress(0.0, text="Routing…")
         runs[setting] = run_routers(prepared, policy, blocks, replicas, mode,
-                                    progress=lambda f, m: bar.progress(min(1.0, f), text=m))
+                                    progress=progress_callback(bar))
         bar.empty()
     results = runs.get(setting)
     if results is None:
         st.caption("Random, round-robin, least-loaded, longest cached prefix, and a blend of prefix and load.")
         return
-    st.plotly_chart(routing_figure(results), key="tr_route_fig", config=PLOT_CONFIG, theme=None)
-    st.dataframe(pd.DataFrame([{
+    plotly_chart(routing_figure(results), key="tr_route_fig", config=PLOT_CONFIG, theme=None)
+    projected_table(pd.DataFrame([{
         "router": name, "hit rate": f"{r.total.token_hit_rate:.1%}",
         "requests per replica": " / ".join(str(c.requests) for c in r.replicas),
         "busiest / mean prefill": f"{r.load_balance()['computed_tokens_max_over_mean']:.2f}",

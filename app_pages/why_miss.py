@@ -15,6 +15,7 @@ from teaching.pages.prefix_probe import BlockTrace, ProbeResult, RequestSpec, Re
 from teaching.pages.real_tokens import MODE_HELP, TOKENIZER_MODES, WORDS, probe_with_tokenizer
 from teaching.pages.why_miss import explain
 from teaching.scenarios.describe import describe_extra_keys
+from ui.projector import projected_table
 from ui.text import plain_md
 from viz.hash_chain import short
 from viz.theme import OUTLINES
@@ -66,15 +67,15 @@ def hash_table(result: ProbeResult) -> pd.DataFrame:
     for index in range(max(len(result.cached.blocks), len(result.probe.blocks))):
         a = result.cached.blocks[index] if index < len(result.cached.blocks) else None
         b = result.probe.blocks[index] if index < len(result.probe.blocks) else None
-        rows.append({
+        rows.append({  # the verdict beside the block number: a narrow screen never scrolls it out of sight
             "block": index,
+            "same hash": "✓" if first_diff is None or index < first_diff else "✗ first difference" if index == first_diff else "✗",
             "r1 tokens": " ".join(a.tokens_text) if a else "",
             "r2 tokens": " ".join(b.tokens_text) if b else "",
             "r1 hash": short(a.block_hash) if a and a.block_hash else "never hashed",
             "r2 hash": short(b.block_hash) if b and b.block_hash else "never hashed",
             "r1 extra keys": describe_extra_keys(a.extra_keys) if a else "",
             "r2 extra keys": describe_extra_keys(b.extra_keys) if b else "",
-            "same hash": "✓" if first_diff is None or index < first_diff else "✗ first difference" if index == first_diff else "✗",
         })
     return pd.DataFrame(rows)
 
@@ -146,7 +147,7 @@ st.subheader("Block hashes side by side")
 table = hash_table(result)
 first = result.first_diff_block
 differs = OUTLINES["differs"]
-st.dataframe(
+projected_table(  # projected: an HTML table in the page's width, so "same hash" is never scrolled away
     table.style.apply(
         lambda row: [f"border: {differs.css}; font-weight: 700" if row["block"] == first else ""] * len(row), axis=1
     ),

@@ -3,6 +3,7 @@
     python -m scripts.screenshots                      # app.py: every page in its navigation, every lesson
     python -m scripts.screenshots --script app_pages/why_miss.py --full-height
     python -m scripts.screenshots --only hash_chain lab-predict  # just these pictures
+    python -m scripts.screenshots --projector --out /tmp/shots  # ?projector=1: every page, every lesson step
 
 Without app.py (early in the project) it shoots each ``app_pages/*.py`` file on its own.
 Fails loudly if a page shows a Streamlit exception, so a screenshot is never of a traceback.
@@ -120,12 +121,39 @@ def lesson_slugs() -> list[str]:
     return [p.stem for p in sorted((ROOT / "lessons").glob("[0-9]*.md"))]
 
 
+def with_projector(url: str) -> str:
+    return url + ("&" if "?" in url else "?") + "projector=1"
+
+
+def shoot_lesson_steps(page, url: str, name: str, out_dir: Path) -> list[Path]:  # type: ignore[no-untyped-def]
+    """Open a lesson at its start and press its Next button until the last step: one picture per step."""
+    slug = url.split("lesson=")[1].split("&")[0]
+    next_button = page.locator(f".st-key-lesson_pos_{slug}_next button").first
+    written = []
+    for step in range(200):
+        if step:
+            if next_button.count() == 0 or next_button.is_disabled():
+                break
+            next_button.click()
+            page.mouse.move(2, 760)  # off the button: no tooltip over the picture
+            wait_idle(page)
+            page.evaluate("() => { for (const el of [document.querySelector('[data-testid=stMain]'),"
+                          " document.scrollingElement]) if (el) el.scrollTo(0, 0); }")
+            page.wait_for_timeout(300)
+        out = out_dir / f"{name}-step-{step:02d}.png"
+        page.screenshot(path=str(out))
+        written.append(out)
+    return written
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--script", help="streamlit script to run (default: app.py, else each app_pages/*.py)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"), help="output folder")
     parser.add_argument("--full-height", action="store_true", help="capture the whole page, not just 1024x768")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="take only these pictures (file names without .png)")
+    parser.add_argument("--projector", action="store_true",
+                        help="every page with ?projector=1 (files projector-<page>.png) and every lesson step")
     args = parser.parse_args()
     if not Path(CHROMIUM).exists():
         print(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium).", file=sys.stderr)
@@ -157,18 +185,24 @@ def main() -> int:
                 lessons_href = next((href for href, name in shots if name == "lessons"), None)
                 if script == "app.py" and lessons_href is not None:  # the first page: its URL may be the root
                     shots += [(f"{lessons_href.split('?')[0]}?lesson={slug}", f"lesson-{slug[:2]}") for slug in lesson_slugs()]
+                if args.projector:
+                    shots = [(with_projector(href), f"projector-{name}") for href, name in shots]
                 if args.only:
                     shots = [(href, name) for href, name in shots if name in args.only]
                 for href, name in shots:
                     url = href if href.startswith("http") else server.url + "/" + href.lstrip("/")
                     errors.clear()  # report each page's own errors
                     try:
-                        open_page(page, url)
+                        open_page(page, url, timeout_ms=240_000)  # the Playground may load the model first
                     except AssertionError as err:  # still take the picture: it shows what went wrong
                         failures.append(f"{url}: {err}")
                     page.wait_for_timeout(1200)  # the lab player and charts lay out after the script
-                    if name in BEFORE_SHOT:
-                        BEFORE_SHOT[name](page)
+                    before = BEFORE_SHOT.get(name.removeprefix("projector-"))
+                    if before is not None:
+                        before(page)
+                    if args.projector and name.startswith("projector-lesson-"):
+                        written += shoot_lesson_steps(page, url, name, out_dir)
+                        continue
                     out = out_dir / f"{name}.png"
                     shoot(page, out, args.full_height)
                     written.append(out)

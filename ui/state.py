@@ -14,6 +14,7 @@ from teaching.limits import parse_whole_number
 from teaching.pages.lab import LabRuns, build_runs
 from teaching.scenarios.library import BUILTIN_SCENARIOS, DEFAULT_SCENARIO
 from teaching.scenarios.share import ScenarioStore, text_from_params, url_params
+from ui.projector import projector_on
 from ui.settings import HASH_ALGOS, LabSettings
 
 CUSTOM = "custom"
@@ -23,7 +24,6 @@ LAB_DEFAULTS: dict[str, object] = {
     "lab_pos": 0,
     "lab_compare": False,
     "lab_predict": False,
-    "lab_projector": False,
     "lab_block": None,
     "lab_hash": None,
 }
@@ -108,7 +108,6 @@ def restore_from_url() -> None:
     if num_blocks is not None:
         st.session_state["cfg_num_blocks"] = num_blocks
     st.session_state["lab_compare"] = q.get("compare") == "1"
-    st.session_state["lab_projector"] = q.get("projector") == "1"
     st.session_state["lab_predict"] = q.get("predict") == "1"
     st.session_state["lab_block"] = _int(q.get("block"), 0, 255)
 
@@ -127,7 +126,7 @@ def write_url(settings: LabSettings) -> None:
         params["blocks"] = str(settings.num_blocks)
     if s["lab_compare"]:
         params["compare"] = "1"
-    if s["lab_projector"]:
+    if projector_on():  # ui.projector owns the mode; the lab's URL keeps saying it
         params["projector"] = "1"
     if s["lab_predict"]:
         params["predict"] = "1"

@@ -1,4 +1,4 @@
-"""The app's few CSS rules: the lab's title row, projector mode, and the app-wide toolbar."""
+"""The app's few CSS rules: the lab's title row, projector mode (one stylesheet for every page), the toolbar."""
 
 from __future__ import annotations
 
@@ -7,14 +7,37 @@ LAB_CSS = """<style>
 .lab-title { font-size: 1.45rem; font-weight: 700; line-height: 1.2; }
 </style>"""
 
-#: Projector mode: no sidebar or header, tight margins, so the lab fits one 1024x768 screen.
+#: Projector mode, every page (ui.projector puts it in the page): no sidebar or header, tight margins,
+#: and no text under 16 px. The size rule raises whatever is smaller (captions, widget labels, code,
+#: the HTML pictures' hashes) to 16 px and leaves larger text (headings) as it is; icons keep their
+#: size, and Plotly's SVG is resized in Python (ui.projector.plotly_chart) so its layout follows.
+#: Style-only elements and the fixed Projector switch take no room (no gap above the first line).
+#: The lessons' block grid gets tiles wide enough for a whole 8-digit hash at 16 px.
 PROJECTOR_CSS = """<style>
 [data-testid=stSidebar], [data-testid=stSidebarCollapsedControl], [data-testid=stExpandSidebarButton],
 header[data-testid=stHeader] { display: none !important; }
-[data-testid=stMainBlockContainer] { padding: 0.4rem 0.8rem 0 0.8rem !important; max-width: 100% !important; }
+[data-testid=stMainBlockContainer] { padding: 0.4rem 0.8rem 0.6rem 0.8rem !important; max-width: 100% !important; }
 [data-testid=stMain] { margin-left: 0 !important; }
+[data-testid=stVerticalBlock] { gap: 0.45rem; }
+[data-testid=stMain] *:not(h1, h2, h3, h4, h5, h6, h1 *, h2 *, h3 *, h4 *, h5 *, h6 *, svg, svg *,
+  [data-testid=stIconMaterial], .lab-title) { font-size: max(16px, 1em) !important; }
+[data-testid=stMain] h1 { font-size: 1.9rem; padding: 0.3rem 0 0.2rem; }
+[data-testid=stMain] h2 { font-size: 1.55rem; padding: 0.3rem 0 0.2rem; }
+[data-testid=stMain] h3 { font-size: 1.3rem; padding: 0.2rem 0 0.1rem; }
+[data-testid=stMain] pre, [data-testid=stMain] pre code { white-space: pre-wrap !important; overflow-wrap: anywhere; }
+.st-key-projector_switch { top: 0.25rem; right: 0.6rem; }
+[data-testid=stVerticalBlock] > :has(> .st-key-projector_switch) { display: contents; }
+[data-testid=stElementContainer]:has(> [data-testid=stMarkdown] [data-testid=stMarkdownContainer] > style:only-child),
+[data-testid=stElementContainer]:has(> [data-testid=stHtml] > style:only-child) { display: none; }
 .lab-title { font-size: 1.0rem; white-space: nowrap; }
-[data-testid=stVerticalBlock] { gap: 0.35rem; }
+.pl-pool .pp-grid { grid-template-columns: repeat(auto-fill, minmax(96px, 1fr)) !important; gap: 24px 6px;
+  padding-top: 22px; }
+.pl-pool .pp-next { top: -22px; }
+.pl-pool .h { white-space: nowrap; }
+.pl-table table { border-collapse: collapse; width: 100%; }
+.pl-table th, .pl-table td { text-align: left; padding: 3px 6px; border-bottom: 1px solid #cfd8dc; vertical-align: top;
+  overflow-wrap: anywhere; }
+.pl-table th { background: #eceff1; }
 </style>"""
 
 #: Every page: no "Deploy" button in Streamlit's toolbar (the app is not a Streamlit Cloud draft), and
@@ -24,4 +47,6 @@ APP_CSS = """<style>
 .stMarkdownEllipsis, .stMarkdownEllipsis p { white-space: normal !important; overflow: visible !important;
   text-overflow: clip !important; overflow-wrap: normal !important; word-break: normal !important; }
 button .stMarkdownEllipsis p { line-height: 1.15; }
+.st-key-projector_switch { position: fixed; top: 0.7rem; right: 3.4rem; z-index: 1000001; width: auto !important;
+  background: white; border-radius: 6px; padding: 0 6px; }
 </style>"""

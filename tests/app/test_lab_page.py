@@ -97,7 +97,7 @@ def test_projector_mode_from_the_url() -> None:
     at = new_app(projector="1")
     at.run()
     assert player(at)["projector"]
-    assert at.toggle(key="_w_lab_projector").value
+    assert at.toggle(key="_w_projector").value  # the app-wide switch (ui.projector)
     assert "stSidebar" in markdown_text(at)  # the projector CSS hides it
     assert at.query_params["projector"] in (["1"], "1")
 

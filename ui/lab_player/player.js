@@ -32,7 +32,8 @@
     const cols = narrow ? Math.min(nb > 48 ? 16 : 8, Math.max(4, Math.ceil(nb / 2)))
       : Math.min(nb > 48 ? 16 : 8, Math.max(3, Math.ceil(Math.sqrt(nb * (proj ? 1.5 : 2)))));
     const gap = 6, tileW = Math.floor((leftW - gap * (cols - 1)) / cols);
-    const tileH = proj ? Math.min(86, Math.max(48, tileW * 0.72)) : Math.min(76, Math.max(40, tileW * 0.7));
+    // projected tiles too narrow for a hash show two lines (id, ref): lower tiles keep the lab on one screen
+    const tileH = proj ? (tileW >= 92 ? Math.min(86, Math.max(48, tileW * 0.72)) : 52) : Math.min(76, Math.max(40, tileW * 0.7));
     const chip = proj ? 48 : 40, labelW = proj ? 118 : 100;
     const perRow = Math.max(1, Math.floor((rightW - labelW + gap) / (chip + gap)));
     return { cols, gap, tileW, tileH, chip, labelW, perRow, rightW, proj };
@@ -387,6 +388,12 @@
       send("streamlit:setComponentValue", { value: { step: pos, block: selected, nonce: lastSent }, dataType: "json" });
     }, delay);
   }
+  // Projected, the legend and the event log sit under the free queue (the right column is the shorter
+  // one), so the lab with Compare or Predict still fits a 768 px screen; otherwise below everything.
+  function placeLegend(proj) {
+    const home = proj ? document.querySelector("#stage .right") : $("player");
+    if ($("legend").parentElement !== home) home.append($("legend"), $("log"));
+  }
   function height() { send("streamlit:setFrameHeight", { height: Math.ceil(document.getElementById("player").scrollHeight + 4) }); }
 
   // ---------- keys: on the whole page, so they work after clicking a toggle ----------
@@ -462,6 +469,7 @@
     root.setProperty("--differs", A.theme.outline_css.differs);
     document.body.classList.toggle("projector", !!A.projector);
     $("player").classList.toggle("projector", !!A.projector);
+    placeLegend(!!A.projector);
     if (A.data_id !== dataId) {
       dataId = A.data_id; frames = A.data.frames; n = frames.length - 1; shown = null;
       chips.forEach((c) => c.remove()); chips.clear(); selected = A.block;
