@@ -13,7 +13,7 @@ from teaching.pages.groups import GroupsView
 CSS = """
 <style>
 .kvg { font-family: system-ui, sans-serif; font-size: 14px; color: #1f2328; }
-.kvg h4 { margin: 10px 0 4px; font-size: 15px; }
+.kvg h4 { margin: 10px 0 4px; font-size: 17px; }
 .kvg table { border-collapse: collapse; margin-bottom: 6px; }
 .kvg td, .kvg th { padding: 2px 6px; text-align: center; }
 .kvg th { font-weight: 600; text-align: left; }
