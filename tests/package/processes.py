@@ -6,11 +6,11 @@ import os
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import psutil
+
+from engine.server import cluster
 
 
 def free_port() -> int:
@@ -31,17 +31,8 @@ def port_is_free(port: int) -> bool:
 
 
 def wait_healthy(process: subprocess.Popen, url: str, log: Path, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"exited with {process.returncode}:\n{log.read_text()[-4000:]}"
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"{url} did not answer within {timeout_s:.0f} s:\n{log.read_text()[-4000:]}")
+    """The class command's own wait (engine.server.cluster): fails with the server's log."""
+    cluster.wait_healthy(url, process, log, timeout_s, "the server")
 
 
 def family(pid: int) -> list[psutil.Process]:
