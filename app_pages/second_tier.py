@@ -39,7 +39,9 @@ def main() -> None:
     if not views:
         st.info("The scenario has no lines to play yet.")
         return
-    index = st.slider("After line", 1, len(views), len(views), key="tt_line") - 1
+    # Open on the last line that loaded blocks back from the tier (the moment the page is about).
+    opening = max((n for n, view in enumerate(views, start=1) if view.loaded), default=len(views))
+    index = st.slider("After line", 1, len(views), opening, key="tt_line") - 1
     st.markdown(f"**{views[index].line}**")
     st.markdown(two_tier_html(views[index]), unsafe_allow_html=True)
 
