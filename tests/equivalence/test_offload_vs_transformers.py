@@ -72,10 +72,10 @@ def test_merged_passes_refuse_the_tier_with_a_message(tiny_model_dirs):
     from engine.model.loader import load_model
     from engine.model.weights import ModelWeights
     from engine.runtime.batching import BatchedBackend, StepBatcher
-    from engine.runtime.shared_pages import SharedPages
+    from engine.runtime.executor import InProcessExecutor
 
     weights = ModelWeights(load_model(tiny_model_dirs["llama"], torch.float32, torch.device("cpu")))
-    batcher = StepBatcher(weights, SharedPages(weights, budget_mib=8))
+    batcher = StepBatcher(InProcessExecutor(weights, budget_mib=8))
     config = EngineConfig(model="tiny", block_size=4, kv_cache_memory_mib=1, kv_offloading_num_blocks=8)
     with pytest.raises(ConfigError, match="not available with merged passes"):
         LLMEngine(config, backend=BatchedBackend(config, batcher))
