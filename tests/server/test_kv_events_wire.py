@@ -41,8 +41,16 @@ def frames(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def same_wire_content(ours: bytes, theirs: bytes) -> bool:
+    """The same msgpack values with the same keys in the same order. vLLM 0.33's BlockStored has one
+    field more than 0.32's (``lookahead_token_ids``): with 17 possible keys msgspec writes a map16
+    header where 0.32 wrote a fixmap, so only the header bytes of a stored event differ."""
+    return json.dumps(msgspec.msgpack.decode(ours)) == json.dumps(msgspec.msgpack.decode(theirs))
+
+
 def test_recordings_decode_and_reencode_byte_for_byte():
-    """Same field names, order, defaults and options as vLLM: decode + encode gives the same bytes."""
+    """Same field names, order, defaults and options as vLLM: decode + encode gives the same values
+    (byte for byte against vLLM 0.33's own encoder: tests/vllm/test_hybrid_differential.py)."""
     for path in recordings():
         seqs = []
         for frame in frames(path):
@@ -50,7 +58,7 @@ def test_recordings_decode_and_reencode_byte_for_byte():
             batch = decode_batch(payload)
             assert batch.data_parallel_rank == 0 and batch.ts > 0 and batch.events
             assert all(isinstance(e, BlockStored | BlockRemoved | AllBlocksCleared) for e in batch.events)
-            assert encode(batch) == payload, f"{path.name} seq {frame['seq']}"
+            assert same_wire_content(encode(batch), payload), f"{path.name} seq {frame['seq']}"
             seqs.append(frame["seq"])
         assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # consecutive, no gaps
 
