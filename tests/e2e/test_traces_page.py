@@ -42,7 +42,7 @@ def test_curve_on_the_full_conversation_trace(page, streamlit_servers) -> None: 
     wait_idle(page, timeout_ms=REPLAY_TIMEOUT_MS)
     text = curve.text_content() or ""
     assert "unbounded cache: 37.3%" in text
-    for name in ("vLLM LRU", "classic LRU", "radix-tree LRU", "Belady optimum"):
+    for name in ("vLLM 0.33 LRU", "vLLM 0.23 (classic) LRU", "radix-tree LRU", "Belady optimum"):
         assert name in text
     assert plot_with(page, "Along the trace").count() == 1
     table = page.locator("[data-testid=stDataFrame]").first
