@@ -58,8 +58,10 @@ def run_client(base_url: str, model_name: str, tokenizer: str, out: Path, num_pr
 
 def bench_vllm(python: Path, folder: str, work: Path, args: argparse.Namespace) -> dict:
     http, events, replay = free_ports(3, "PREFIXLAB_BENCH_PORTS", "8300-8399")
+    # fp32 as PrefixLab runs on the CPU, and every core for its kernels (its "auto" binding may keep one back).
     server = start_vllm(python, folder, http, events, replay, work / "vllm.log", num_blocks=NUM_BLOCKS,
-                        max_model_len=2048, nice=0)
+                        max_model_len=2048, nice=0, extra_args=("--dtype", "float32"),
+                        extra_env={"VLLM_CPU_OMP_THREADS_BIND": f"0-{(os.cpu_count() or 1) - 1}"})
     try:
         if not wait_healthy(server):
             raise RuntimeError(f"vLLM did not start:\n{server.log_tail()}")
@@ -71,7 +73,7 @@ def bench_vllm(python: Path, folder: str, work: Path, args: argparse.Namespace) 
 def bench_prefixlab(folder: str, work: Path, args: argparse.Namespace) -> dict:
     server = start_server("--block-size", str(BLOCK_SIZE), "--num-blocks", str(NUM_BLOCKS), "--served-model-name",
                           SERVED_NAME, "--max-concurrent-per-client", "64", "--max-num-seqs", "64",
-                          log_dir=work, kv_events=False, timeout_s=900)
+                          log_dir=work, kv_events=True, timeout_s=900)  # vLLM publishes its events too
     try:
         return run_client(server.url, SERVED_NAME, folder, work / "prefixlab.json", args.num_prompts, args.concurrency)
     finally:

@@ -51,18 +51,19 @@ class VllmServer:
 
 
 def start_vllm(python: Path, model_folder: str, http_port: int, events_port: int, replay_port: int,
-               log_path: Path, num_blocks: int = NUM_BLOCKS, max_model_len: int = 1024, nice: int = 5) -> VllmServer:
+               log_path: Path, num_blocks: int = NUM_BLOCKS, max_model_len: int = 1024, nice: int = 5,
+               extra_args: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> VllmServer:
     """vLLM serving ``model_folder`` as :data:`SERVED_NAME`, its pool fixed at ``num_blocks`` blocks of
     :data:`BLOCK_SIZE` tokens, under ``nice`` (the tests keep it below the browser's priority)."""
     config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://*:{events_port}",
               "replay_endpoint": f"tcp://*:{replay_port}", "topic": "kv"}
-    env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1")
+    env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1", **(extra_env or {}))
     env.pop("PYTHONPATH", None)  # vLLM's venv, not ours
     command = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", model_folder,
                "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(http_port),
                "--block-size", str(BLOCK_SIZE), "--num-gpu-blocks-override", str(num_blocks),
                "--max-model-len", str(max_model_len), "--enable-prompt-tokens-details",
-               "--kv-events-config", json.dumps(config)]
+               "--kv-events-config", json.dumps(config), *extra_args]
     log = open(log_path, "w")
     process = subprocess.Popen(["nice", "-n", str(nice), *command], stdout=log, stderr=subprocess.STDOUT, env=env,
                                start_new_session=True)
