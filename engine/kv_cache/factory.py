@@ -17,26 +17,10 @@ def build_kv_cache_manager(config: EngineConfig, num_blocks: int) -> KVCacheMana
     single-group one because the scheduler uses nothing else); a pattern of full attention only is
     one group, exactly as without a pattern.
     """
-    windows = config.layer_windows
-    if windows is not None and any(w is not None for w in windows):
-        grouped = GroupedKVCacheManager(
-            num_blocks,
-            kv_cache_groups_for_layers(windows, config.block_size),
-            enable_caching=config.enable_prefix_caching,
-            hash_algo=config.hash_algo,
-            hash_seed=config.hash_seed,
-            vllm_version=config.version.name,
-            watermark=config.watermark,
-            enable_events=config.enable_events,
-        )
-        return cast(KVCacheManager, grouped)
-    return KVCacheManager(
-        num_blocks,
-        config.block_size,
-        enable_caching=config.enable_prefix_caching,
-        hash_algo=config.hash_algo,
-        hash_seed=config.hash_seed,
-        vllm_version=config.version.name,
-        watermark=config.watermark,
-        enable_events=config.enable_events,
-    )
+    settings = {"enable_caching": config.enable_prefix_caching, "hash_algo": config.hash_algo,
+                "hash_seed": config.hash_seed, "vllm_version": config.version.name, "watermark": config.watermark,
+                "enable_events": config.enable_events}  # what both managers take alike
+    if config.has_sliding_window and config.layer_windows is not None:
+        groups = kv_cache_groups_for_layers(config.layer_windows, config.block_size)
+        return cast(KVCacheManager, GroupedKVCacheManager(num_blocks, groups, **settings))  # type: ignore[arg-type]
+    return KVCacheManager(num_blocks, config.block_size, **settings)  # type: ignore[arg-type]
