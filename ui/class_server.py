@@ -9,17 +9,12 @@ from __future__ import annotations
 import streamlit as st
 
 from teaching.live.client import ClassServerError, RequestResult, send_prompt
-from teaching.pages.playground import CHAT, build_prompt
+from teaching.pages.playground import build_prompt
+from teaching.pages.playground_session import PlaygroundSession
 from ui.class_config import class_server_started, class_server_url
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 SHOWN_RESULTS = 5
-
-
-def _value(name: str) -> object:
-    """A Playground setting as the user left it (its widget's value when not yet copied back)."""
-    s = st.session_state
-    return s.get("_w_" + name, s.get(name))
 
 
 def result_line(result: RequestResult) -> str:
@@ -28,10 +23,9 @@ def result_line(result: RequestResult) -> str:
             f"(served by the class server's prefix cache) · {result.completion_tokens} generated")
 
 
-def class_server_panel() -> bool:
-    """Draw the mode's switch; when on, its own Send and answers. True when the mode is on."""
+def class_server_panel(pg: PlaygroundSession) -> bool:
+    """Draw the mode's switch; when on, its own Send and the answers kept in ``pg``. True when the mode is on."""
     s = st.session_state
-    s.setdefault("pg_class_results", [])
     s.setdefault("pg_class_on", class_server_started())  # on by default under `prefixlab class`
     on = st.toggle("Send to the class server", key="pg_class_on",
                    help="Send this prompt to a shared server (the teacher's) instead of your own engine: "
@@ -40,23 +34,22 @@ def class_server_panel() -> bool:
         return False
     url = st.text_input("Class server URL", class_server_url(DEFAULT_URL), key="pg_class_url")
     if st.button("Send to the class server", type="primary", key="pg_class_send", icon=":material/cloud_upload:"):
-        mode = str(_value("pg_mode"))
-        text = str(_value("pg_message") if mode == CHAT else _value("pg_text"))
-        prompt = build_prompt(mode, text, str(_value("pg_system") or ""))
+        text = pg.current_text  # the boxes' widgets copied their values into pg before the script ran
+        prompt = build_prompt(pg.mode, text, pg.system)
         try:
             with st.spinner("Waiting for the class server…"):
-                result = send_prompt(url, prompt, max_tokens=int(str(_value("pg_max_tokens"))),
-                                     temperature=float(str(_value("pg_temperature"))))
+                result = send_prompt(url, prompt, max_tokens=int(pg.max_tokens),
+                                     temperature=float(pg.temperature))
         except ClassServerError as exc:
             st.error(str(exc))
         else:
-            s["pg_class_results"].insert(0, (text, result))
-    for text, result in s["pg_class_results"][:SHOWN_RESULTS]:
+            pg.class_results.insert(0, (text, result))
+    for text, result in pg.class_results[:SHOWN_RESULTS]:
         with st.container(border=True):
             st.markdown(result_line(result))
             st.markdown(f"**You:** {text[-300:]}")
             st.markdown(f"**{result.model}:** {result.text or '(no text)'}")
-    if not s["pg_class_results"]:
+    if not pg.class_results:
         st.info("Nothing sent yet. The answer, TTFT and the tokens the shared cache saved appear here; "
                 "the Live page shows the server's cache.")
     return True

@@ -20,14 +20,14 @@ def test_live_page_connects_to_the_class_replicas(monkeypatch):
     at.run()
     try:
         assert not at.exception, [e.value for e in at.exception]
-        session = at.session_state["live_session"]
+        session = at.session_state["live"].session
         assert session is not None
         assert [e.name for e in session.endpoints] == ["replica-0", "replica-1"]
         assert [e.http for e in session.endpoints] == ["http://127.0.0.1:8997", "http://127.0.0.1:8998"]
         assert at.session_state["live_servers"] == SERVERS.replace(";", "\n")
     finally:
-        if "live_session" in at.session_state and at.session_state["live_session"] is not None:
-            at.session_state["live_session"].stop()
+        if "live" in at.session_state:
+            at.session_state["live"].disconnect()
 
 
 def test_without_the_class_command_nothing_connects(monkeypatch):
@@ -36,4 +36,4 @@ def test_without_the_class_command_nothing_connects(monkeypatch):
     at.session_state["live_decode"] = False
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.session_state["live_session"] is None if "live_session" in at.session_state else True
+    assert at.session_state["live"].session is None

@@ -32,4 +32,4 @@ def test_a_silent_connection_says_what_to_check_and_shows_the_command(monkeypatc
         assert any(c.startswith("prefixlab serve") and f'"endpoint":"tcp://*:{port}"' in c for c in commands)
         assert any(c.startswith("vllm serve") and "--kv-events-config" in c for c in commands)
     finally:
-        at.session_state["live_session"].stop()
+        at.session_state["live"].disconnect()

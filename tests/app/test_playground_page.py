@@ -60,7 +60,7 @@ def test_shared_system_prompt_second_request_hits() -> None:
     titles = [((json.loads(c.proto.spec)["layout"].get("title") or {}).get("text") or "") for c in at.get("plotly_chart")]
     assert any("Physical KV blocks" in t for t in titles) and any("Free queue" in t for t in titles)
     # Scrub back to just after req-1 got its blocks: its block table is on screen again.
-    events = at.session_state["pg_engine"].kv_cache_manager.events.events
+    events = at.session_state["playground"].engine.kv_cache_manager.events.events
     after_alloc = next(i + 1 for i, e in enumerate(events) if e.kind == "allocate" and e.request_id == "req-1")
     at.slider[0].set_value(after_alloc).run()
     assert not at.exception, at.exception
@@ -94,4 +94,4 @@ def test_reset_prefix_cache_and_caching_switch() -> None:
     assert "Prefix cache cleared" in at.info[0].value
     at.toggle(key="_w_pg_caching").set_value(False).run()
     assert not at.exception
-    assert at.session_state["pg_engine"].kv_cache_manager.enable_caching is False
+    assert at.session_state["playground"].engine.kv_cache_manager.enable_caching is False
