@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
+from teaching.pages.prefix_probe import changed_blocks
 from teaching.scenarios.describe import describe_extra_keys
 from viz.theme import (
     FONT_FAMILY,
@@ -82,14 +83,6 @@ def lookup_text(block: BlockTrace, num_hits: int | None = None) -> str:
     if block.in_table:
         return "in table: last-token rule" if block.index == num_hits else "in table, after a miss"
     return "✗ miss"
-
-
-def changed_blocks(cached: Sequence[BlockTrace], probe: Sequence[BlockTrace]) -> list[int]:
-    """Indices of r2's full blocks whose hash differs from r1's block at the same index."""
-    return [
-        b.index for b in probe
-        if b.is_full and (b.index >= len(cached) or cached[b.index].block_hash != b.block_hash)
-    ]
 
 
 def block_state(block: BlockTrace, who: str) -> str:

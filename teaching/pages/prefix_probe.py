@@ -11,7 +11,7 @@ it was at the lookup) into plain data the figures and explanations can use.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.config import EngineConfig
@@ -266,6 +266,14 @@ def probe_prefix_cache(
 def _normalised(spec: RequestSpec) -> RequestSpec:
     """Blank salt / LoRA name mean "none", exactly as the engine was told."""
     return RequestSpec(spec.prompt, spec.cache_salt or None, spec.lora_name or None, spec.lora_path)
+
+
+def changed_blocks(cached: Sequence[BlockTrace], probe: Sequence[BlockTrace]) -> list[int]:
+    """Indices of r2's full blocks whose hash differs from r1's block at the same index."""
+    return [
+        b.index for b in probe
+        if b.is_full and (b.index >= len(cached) or cached[b.index].block_hash != b.block_hash)
+    ]
 
 
 def replace_token(prompt: str | list[int], position: int, new_token: str | int) -> str | list[int]:
