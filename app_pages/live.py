@@ -13,14 +13,13 @@ import streamlit as st
 from engine.errors import PrefixLabError
 from teaching.live import diagnose
 from teaching.live.frames import Frame, RecordingError, iter_servers, parse_recording
-from teaching.live.page import DEFAULT_SERVERS, LivePage
+from teaching.live.page import DEFAULT_SERVERS, LIVE, RECORDING, LivePage
 from teaching.live.state import state_from_frames
 from teaching.live.tokens import Decode, tokenizer_decoder
 from ui.class_config import live_autoconnect, live_servers
 from ui.live_views import draw_state, send_form, show_advice, status_line
 
 KEY = "live"  # the page's one key in st.session_state
-LIVE, RECORDING = "live", "recording"
 REFRESH_S = 1.0
 
 
@@ -106,11 +105,12 @@ def main() -> None:
     st.caption("A real server's prefix cache, drawn from the KV events it publishes: vLLM names blocks by hash, so each "
                "cached prompt prefix is a path of blocks, parent → child. Hits do not change the cache; the server's "
                "/metrics count them.")
-    mode = st.radio("Source", [LIVE, RECORDING], horizontal=True, key="live_mode",
-                    format_func=lambda m: "live servers" if m == LIVE else "a recording")
-    decode = shared_decoder() if st.toggle("Show tokens as text (the default model's tokenizer)", value=True,
-                                           key="live_decode") else None
-    if mode == LIVE:
+    lp = page()
+    lp.source = st.radio("Source", [LIVE, RECORDING], horizontal=True, key="live_mode",
+                         format_func=lambda m: "live servers" if m == LIVE else "a recording")
+    lp.decode_tokens = st.toggle("Show tokens as text (the default model's tokenizer)", value=True, key="live_decode")
+    decode = shared_decoder() if lp.decode_tokens else None
+    if lp.source == LIVE:
         live_mode(decode)
     else:
         recording_mode(decode)

@@ -37,7 +37,8 @@ def describe(trace: Trace) -> None:
     c[3].metric("Duration", f"{(records[-1].timestamp - records[0].timestamp) / 60_000:.1f} min")
 
 
-def curve_section(key: str, prepared: PreparedTrace, mode: str) -> Curve | None:
+def curve_section(key: str, prepared: PreparedTrace) -> Curve | None:
+    mode = page().mode
     run = st.button(f"Replay {len(POLICIES)} policies × 8 capacities", type="primary", icon=":material/play_arrow:",
                     key="tr_run")
     if page().wants_curve(key, prepared, mode, run):
@@ -68,15 +69,15 @@ def series_section(curve: Curve) -> None:
                  key="tr_series_fig", config=PLOT_CONFIG, theme=None)
 
 
-def routing_section(key: str, prepared: PreparedTrace, mode: str) -> None:
+def routing_section(key: str, prepared: PreparedTrace) -> None:
     st.subheader("Several replicas behind a router")
-    c = st.columns(3)
-    replicas = int(c[0].number_input("Replicas", 2, MAX_PAGE_REPLICAS, 4, key="tr_replicas"))
-    blocks = int(c[1].number_input("Blocks per replica", 1, 200_000, 2_000, step=500, key="tr_rep_blocks",
-                                   help=f"{TRACE_BLOCK_SIZE} tokens each"))
-    policy = c[2].selectbox("Policy", ["vllm", "classic", "radix"], format_func=POLICIES.__getitem__,
-                            key="tr_rep_policy") or "vllm"
-    setting = (key, mode, replicas, blocks, policy)
+    tp, c = page(), st.columns(3)
+    tp.replicas = int(c[0].number_input("Replicas", 2, MAX_PAGE_REPLICAS, tp.replicas, key="tr_replicas"))
+    tp.blocks_per_replica = int(c[1].number_input("Blocks per replica", 1, 200_000, tp.blocks_per_replica, step=500,
+                                                  key="tr_rep_blocks", help=f"{TRACE_BLOCK_SIZE} tokens each"))
+    tp.policy = c[2].selectbox("Policy", ["vllm", "classic", "radix"], format_func=POLICIES.__getitem__,
+                               key="tr_rep_policy") or "vllm"
+    setting = tp.route_setting(key)
     if st.button("Compare routers", icon=":material/alt_route:", key="tr_route_run"):
         bar = st.progress(0.0, text="Routing…")
         page().route(setting, prepared, progress=progress_callback(bar))
@@ -99,14 +100,14 @@ def main() -> None:
         return
     key, prepared = picked
     describe(prepared.trace)
-    mode = st.radio("Timing", MODES, horizontal=True, key="tr_mode", format_func={
+    page().mode = st.radio("Timing", MODES, horizontal=True, key="tr_mode", format_func={
         "sequential": "one at a time", "overlap": "overlapping (timestamps + output lengths)"}.get,
         help="One at a time (default): each request is freed before the next. Overlapping: requests hold their "
              "blocks while they decode (30 ms per output token) and wait when the pool is full.")
-    curve = curve_section(key, prepared, mode)
+    curve = curve_section(key, prepared)
     if curve is not None:
         series_section(curve)
-    routing_section(key, prepared, mode)
+    routing_section(key, prepared)
 
 
 main()

@@ -18,6 +18,7 @@ from teaching.live.state import LiveState, ReplicaState
 
 #: The page's first server line: a vLLM with its KV events on 5557 (replay 5558) and HTTP on 8000.
 DEFAULT_SERVERS = "vllm tcp://127.0.0.1:5557 tcp://127.0.0.1:5558 http://127.0.0.1:8000"
+LIVE, RECORDING = "live", "recording"  # what the page draws: the servers now, or a recording replayed
 
 
 @dataclass
@@ -25,6 +26,8 @@ class LivePage:
     """One browser's Live page: what it connects to, the connection, the trees it last built."""
 
     servers: str = DEFAULT_SERVERS  # one server per line: NAME EVENTS REPLAY HTTP
+    source: str = LIVE
+    decode_tokens: bool = True  # blocks drawn as the default model's words, not token ids
     session: LiveSession | None = None
     error: str | None = None
     autoconnected: bool = False  # under `prefixlab class` the first visit connects once by itself

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from engine.errors import PrefixLabError
 from engine.hashing import BlockHasher
 from teaching.pages.prefix_probe import ProbeResult, RequestSpec, changed_blocks, parse_token_ids, replace_token
-from teaching.pages.real_tokens import REAL, REAL_CHAT, probe_with_tokenizer
+from teaching.pages.real_tokens import REAL, REAL_CHAT, WORDS, probe_with_tokenizer
 from teaching.scenarios.describe import describe_extra_keys
 
-WORDS, TOKEN_IDS = "words", "token ids"
+TOKEN_IDS = "token ids"
 MODES = (WORDS, TOKEN_IDS, REAL, REAL_CHAT)  # how the prompts are read
 EDIT, OTHER = "r1 with one token edited", "another prompt"  # what r2 is
 DEFAULT_PROMPT = "system : you are a helpful tutor . user : my dog ate my homework , what should I do now ?"

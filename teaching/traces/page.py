@@ -72,6 +72,10 @@ class TracesPage:
     """One browser's Production traces page: the replays it ran, kept per trace and setting, so a
     redraw (or a visit to another page and back) shows them without replaying."""
 
+    mode: str = "sequential"  # teaching.traces.replay.MODES: one request at a time, or overlapping
+    replicas: int = 4  # behind a router
+    blocks_per_replica: int = 2_000
+    policy: str = "vllm"  # the replicas' eviction policy
     curves: dict[tuple[str, str], Curve] = field(default_factory=dict)  # (trace key, mode) -> curve
     routes: dict[RouteSetting, dict[str, ReplayResult]] = field(default_factory=dict)
 
@@ -82,6 +86,10 @@ class TracesPage:
     def replay_curve(self, key: str, prepared: PreparedTrace, mode: str, progress: Progress | None = None) -> Curve:
         self.curves[(key, mode)] = run_curve(prepared, mode, progress=progress)
         return self.curves[(key, mode)]
+
+    def route_setting(self, key: str) -> RouteSetting:
+        """The router comparison the page's settings ask for, on trace ``key``."""
+        return key, self.mode, self.replicas, self.blocks_per_replica, self.policy
 
     def route(self, setting: RouteSetting, prepared: PreparedTrace | None = None,
               progress: Progress | None = None) -> dict[str, ReplayResult] | None:

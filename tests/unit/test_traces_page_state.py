@@ -31,11 +31,13 @@ def test_a_small_trace_replays_at_once_and_is_kept_per_mode() -> None:
 
 
 def test_routers_run_when_asked_and_are_kept_per_setting() -> None:
-    page, prepared = TracesPage(), small_trace()
-    setting = ("small", "sequential", 2, 100, "vllm")
+    page, prepared = TracesPage(replicas=2, blocks_per_replica=100), small_trace()
+    setting = page.route_setting("small")
+    assert setting == ("small", "sequential", 2, 100, "vllm")
     assert page.route(setting) is None
     results = page.route(setting, prepared)
     assert results is not None and list(results) == PAGE_ROUTERS
-    assert page.route(setting) is results and page.route(("small", "sequential", 3, 100, "vllm")) is None
+    page.replicas = 3
+    assert page.route(setting) is results and page.route(page.route_setting("small")) is None
     rows = router_rows(results)
     assert [r["router"] for r in rows] == PAGE_ROUTERS and rows[0]["requests per replica"].count("/") == 1
