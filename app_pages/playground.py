@@ -16,7 +16,6 @@ from engine.config import EngineConfig
 from engine.errors import PrefixLabError
 from engine.llm_engine import LLMEngine
 from engine.request import SamplingParams
-from engine.timeline import block_contents, hit_blocks
 from teaching import limits
 from teaching.pages.playground import (
     CHAT,
@@ -26,23 +25,14 @@ from teaching.pages.playground import (
     build_prompt,
     metrics_text,
     request_view,
-    token_piece,
 )
-from teaching.scenarios.describe import describe_event
 from ui.class_server import class_server_panel
+from ui.engine_view import engine_views
 from ui.model import SESSION_KV_MIB, check_rate, note_request, session_engine, shared_model
 from ui.persist import copy_back, mirror
-from ui.projector import plotly_chart, projector_on
+from ui.projector import plotly_chart
 from ui.settings import current_settings
 from ui.text import plain_md
-from viz import (
-    block_grid,
-    block_tables_figure,
-    free_queue_figure,
-    hash_table_figure,
-    legend_html,
-)
-from viz.legend import POOL_STATES
 from viz.tokens import token_blocks_figure
 
 PLOT_CONFIG = {"displayModeBar": False}
@@ -281,43 +271,6 @@ def show_requests(eng: LLMEngine) -> None:
             plotly_chart(blocks_figure(view), key=f"pg_blocks_{item['id']}", config=PLOT_CONFIG, theme=None)
     if len(history) > SHOWN_REQUESTS:
         st.caption("Older: " + ", ".join(i["id"] for i in history[SHOWN_REQUESTS:]))
-
-
-def engine_views(eng: LLMEngine) -> None:
-    """The lab's views of this session's real engine, at its latest event (or one picked on the slider)."""
-    events = eng.kv_cache_manager.events.events
-    contents = block_contents(events)
-
-    def text(token_id: int) -> str:
-        return token_piece(eng.tokenizer, token_id)
-
-    pos = len(events)
-    if events:  # a new key per length: the slider jumps to the latest event after every request
-        pos = st.slider("Event", 0, len(events), len(events), key=f"pg_event_{len(events)}",
-                        help="Drag back to see the cache while a request was running (e.g. its block table).")
-        st.markdown(f"**Event {pos}:** " + (describe_event(events[pos - 1], text, contents) if pos else "the empty pool."))
-    snap = eng.timeline().state_at(pos)
-
-    stats = eng.kv_cache_manager.prefix_cache_stats
-    st.markdown(
-        f"after event {pos} of {len(events)} · in use **{snap.num_blocks - 1 - len(snap.free_queue)}** / {snap.num_blocks - 1} blocks · "
-        f"cached hashes **{len(snap.hash_table)}** · evictions **{snap.num_evictions}** · "
-        f"session hit rate **{stats.hit_rate:.0%}** ({stats.hits} of {stats.queries} prompt tokens)"
-    )
-    st.markdown(legend_html(POOL_STATES), unsafe_allow_html=True)
-    columns = min(16, -(-snap.num_blocks // 3)) if snap.num_blocks <= 48 else 24
-    if projector_on():  # 16 px hashes need ~90 px a tile: at most 10 across a 1024 px screen
-        columns = min(columns, 10)
-    plotly_chart(block_grid(snap, contents=contents, token_text=text, columns=columns), key="pg_grid", config=PLOT_CONFIG)
-    plotly_chart(free_queue_figure(snap, contents=contents, token_text=text, per_row=columns), key="pg_queue",
-                    config=PLOT_CONFIG)
-    st.caption("A finished request holds no blocks: its blocks wait in the free queue, still cached (orange), "
-               "until an allocation pops them from the head.")
-    left, right = st.columns(2, gap="medium")
-    with left:
-        plotly_chart(block_tables_figure(snap, hits=hit_blocks(events, pos)), key="pg_tables", config=PLOT_CONFIG)
-    with right:
-        plotly_chart(hash_table_figure(snap, contents=contents, token_text=text), key="pg_hashes", config=PLOT_CONFIG)
 
 
 # -- the page ----------------------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ function renderPredict() {
 // ---------- back to Streamlit: the step for the URL, only when playback rests ----------
 function scheduleWrite(delay) {
   clearTimeout(writeTimer);
-  if (delay === null || !controlled()) return;
+  if (delay === null || !lab()) return;  // only the lab puts the step in its URL
   writeTimer = setTimeout(() => {
     lastArgsStep = S.pos;  // the rerun this causes echoes pos back: not a move to make
     lastSent = `${Date.now()}-${++nonce}`;
