@@ -99,4 +99,9 @@ def test_the_first_page_draws_its_pool_with_the_player(page, app_url) -> None:  
     root.locator(".tile").first.wait_for(timeout=30_000)
     assert "Physical KV blocks" in root.inner_text() and "free queue" in root.inner_text()
     assert not frame.locator("#controls").is_visible()  # the lesson's own Next and Back move it
-    assert frame.locator(".tile.touched").count() > 0  # the blocks line 4 touched, outlined
+    assert frame.locator(".tile.touched").count() == 0  # line 4 only adds a request: nothing is outlined
+    page.get_by_role("button", name="Next").first.click()  # line 5: r0's first step allocates blocks 1-3
+    frame.locator(".tile.touched").first.wait_for(timeout=30_000)
+    page.wait_for_timeout(300)
+    touched = frame.locator(".tile.touched").evaluate_all("ts => ts.map(t => +t.dataset.block)")
+    assert touched == [1, 2, 3]
