@@ -1,7 +1,7 @@
 """The Playground's engine view: the session's real engine drawn by the player, as the lab draws a scenario.
 
-The whole log so far goes to the browser once per request (built once per log length); the player opens
-at the latest event and steps, scrubs and plays back through every event of the session client-side.
+The log so far (its newest ``limits.PLAYER_MAX_FRAMES`` events) goes to the browser once per request, built
+once per log length; the player opens at the latest event and steps, scrubs and plays back client-side.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def engine_views(eng: LLMEngine) -> None:
     st.markdown(f"{len(events)} events so far · session hit rate **{stats.hit_rate:.0%}** "
                 f"({stats.hits} of {stats.queries} prompt tokens)")
     data = session_playback(eng)
-    player(PlayerArgs(data=data, data_id=timeline_id("playground", id(eng), len(events)), step=len(events),
+    player(PlayerArgs(data=data, data_id=timeline_id("playground", id(eng), len(events)), step=len(events) - data.offset,
                       mode="engine", projector=projector_on()), key="pg_player")
     st.caption("Step back (←, or drag the slider) to see the cache while a request was running. A finished request "
                "holds no blocks: its blocks wait in the free queue, still cached (orange), until an allocation pops them.")

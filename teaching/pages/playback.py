@@ -19,6 +19,7 @@ from engine.events import BlockRemoved, BlocksAllocated, Event, StepStarted
 from engine.hashing import short_hash
 from engine.llm_engine import LLMEngine
 from engine.timeline import CacheSnapshot, Timeline, hit_blocks
+from teaching import limits
 from teaching.scenarios.describe import EVENT_TAGS, TokenText, describe_event, tokens_label, without_markup
 from teaching.scenarios.scenario import ActionSpan
 
@@ -99,6 +100,7 @@ class Playback(msgspec.Struct, frozen=True):
     frames: list[Frame]
     jumps: dict[str, list[int]]
     questions: list[Question]
+    offset: int = 0  # frames[0] is the state after this many events (the rest of a long log is left out)
 
     def __post_init__(self) -> None:
         """What the player relies on beyond the types (checked on construction and on :func:`checked`)."""
@@ -109,6 +111,8 @@ class Playback(msgspec.Struct, frozen=True):
             raise ValueError("every frame has one ref count and one hash per block")
         if any(not 0 < i <= last for targets in self.jumps.values() for i in targets):
             raise ValueError("a jump target is outside the frames")
+        if self.offset < 0:
+            raise ValueError("the first frame's event count is negative")
         if any(not 0 <= q.ask_at < q.reveal_at <= last for q in self.questions):
             raise ValueError("a question is asked or revealed outside the frames")
 
@@ -322,24 +326,30 @@ def predict_questions(tape: Tape, free_queues: list[list[int]]) -> list[Question
     return questions
 
 
-def playback(tape: Tape, contents: dict[bytes, list[int]]) -> Playback:
-    """Every state of ``tape`` (``frames[i]`` = after ``i`` events), the jump targets and the predict questions.
+def playback(tape: Tape, contents: dict[bytes, list[int]], *, last: int | None = None) -> Playback:
+    """Every state of ``tape`` (``frames[i]`` = after ``offset + i`` events), the jump targets and the predict questions.
 
     The browser player gets this once per log and steps, scrubs, animates and asks
-    "predict the victim" with no server round trip.
+    "predict the victim" with no server round trip. ``last``: keep only the newest ``last`` events'
+    states (a long Playground session), so what is sent stays small; positions then count from ``offset``.
     """
     timeline = tape.timeline()
+    total = len(tape.events)
+    offset = max(0, total - last) if last is not None else 0
     frames, free_queues = [], []
-    for pos in range(len(tape.events) + 1):
+    for pos in range(offset, total + 1):
         snap = timeline.state_at(pos)
         frames.append(frame(tape, contents, snap, pos))  # use the cursor before moving it
         free_queues.append(list(snap.free_queue))
-    jumps = {name: [i + 1 for i, e in enumerate(tape.events) if e.kind in kinds] for name, kinds in JUMPS.items()}
+    jumps = {name: [i + 1 - offset for i, e in enumerate(tape.events) if e.kind in kinds and i + 1 > offset]
+             for name, kinds in JUMPS.items()}
+    questions = [] if offset else predict_questions(tape, free_queues)  # a question needs its whole run
     return Playback(policy=tape.free_policy, num_blocks=tape.num_blocks, block_size=tape.block_size,
-                    frames=frames, jumps=jumps, questions=predict_questions(tape, free_queues))
+                    frames=frames, jumps=jumps, questions=questions, offset=offset)
 
 
-def engine_playback(engine: LLMEngine, text: TokenText, contents: dict[bytes, list[int]]) -> Playback:
-    """:func:`playback` of any engine's log so far (the Playground's session engine)."""
-    return playback(EngineTape(engine, text), contents)
+def engine_playback(engine: LLMEngine, text: TokenText, contents: dict[bytes, list[int]],
+                    last: int | None = limits.PLAYER_MAX_FRAMES) -> Playback:
+    """:func:`playback` of any engine's log so far (the Playground's session engine), its newest ``last`` events."""
+    return playback(EngineTape(engine, text), contents, last=last)
 

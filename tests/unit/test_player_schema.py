@@ -51,3 +51,16 @@ def test_any_engine_with_events_plays_not_only_a_scenario() -> None:
     assert "line" not in data.frames[1].card.head  # an engine's log has no scenario lines
     assert data == playback(EngineTape(engine, str), block_contents(events))
     checked(data)
+
+
+def test_a_long_log_sends_only_its_newest_states() -> None:
+    engine = LLMEngine(EngineConfig(backend="simulator", num_blocks=11, block_size=4))
+    engine.generate(["A B C D E F G H I", "A B C D E F G H X"], SamplingParams(max_tokens=2))
+    events = engine.kv_cache_manager.events.events
+    whole = engine_playback(engine, str, block_contents(events), last=None)
+    tail = engine_playback(engine, str, block_contents(events), last=10)
+    assert (tail.offset, len(tail.frames)) == (len(events) - 10, 11)
+    assert tail.frames == whole.frames[-11:]  # the same states, the cards with their true event numbers
+    assert all(0 < i <= 10 for targets in tail.jumps.values() for i in targets)
+    assert [i + tail.offset for i in tail.jumps["hit"]] == [i for i in whole.jumps["hit"] if i > tail.offset]
+    checked(tail)
