@@ -24,6 +24,7 @@ MAX_PROMPT_TOKENS = 8_192  #: tokens in one scenario prompt or scripted output
 MAX_MAX_TOKENS = 8_192  #: ``max_tokens=`` of one scenario request
 MAX_STEP_COUNT = 10_000  #: ``step N``; ``run`` stops after this many steps too
 MAX_EVENTS = 200_000  #: cache events one run may log (each one is replayable in the lab)
+PLAYER_MAX_FRAMES = 1_000  #: newest events of a Playground session the player gets (every state is sent)
 SCENARIO_TIME_BUDGET_S = 3.0  #: wall-clock seconds for one scenario run, checked inside its loops
 
 # -- the hashing pages (Hash chain, Why did it miss?) ----------------------------------------------

@@ -1,54 +1,106 @@
-"""The lab's browser player: a small Streamlit component (plain HTML/CSS/JS in ``ui/lab_player/``).
+"""The browser player: PrefixLab's one renderer of the pool, the free queue, the block tables and the hash table.
 
-It receives a scenario's whole timeline once (:meth:`teaching.pages.lab.LabRuns.playback`) and plays
-it client-side: step, scrub, autoplay, the transitions between states and "predict the victim"
-(its questions and answers are in the timeline data) cost the server nothing. It returns
-``{"step", "block", "nonce"}`` only when playback rests, so the URL can follow. Colours,
-glyphs and outlines come from :mod:`viz.theme`.
+A small Streamlit component (plain HTML/CSS/JS modules in ``ui/lab_player/``). It receives an engine's
+whole timeline once (a :class:`teaching.pages.playback.Playback`) and plays it client-side: step, scrub,
+autoplay, the transitions between states and "predict the victim" cost the server nothing. It returns
+``{"step", "block", "nonce"}`` only when playback rests, so the URL can follow.
+
+Three pages draw with it: the lab (``mode="lab"``: every control), the Playground's engine view
+(``"engine"``: the transport, no predict) and the lessons (``"view"``: no controls; the lesson's own
+Next button moves ``step``). :class:`PlayerArgs` is the whole message, checked before it is sent; the
+JavaScript side reads it as ``docs/player.md`` describes. Colours come from :func:`viz.theme.player_css`.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import msgspec
 import streamlit.components.v1 as components
 
 from teaching.pages.lab import LabRuns, alignment
+from teaching.pages.playback import Playback, checked
 from viz.free_queue import QUEUE_MARKS
-from viz.theme import (
-    FILL_STATES,
-    NO_HASH,
-    OUTLINES,
-    PLAIN_OUTLINE,
-    STATE_COLORS,
-    STATE_GLYPHS,
-    STATE_LABELS,
-    swatch_css,
-    text_color,
-)
+from viz.theme import FILL_STATES, NO_HASH, OUTLINES, STATE_GLYPHS, STATE_LABELS, player_css
 
 FRONTEND = Path(__file__).parent / "lab_player"
 _component = components.declare_component("prefixlab_lab_player", path=str(FRONTEND))
 
+Mode = Literal["lab", "engine", "view"]
 
-def theme_args() -> dict[str, Any]:
-    """The visual language as the player needs it (one source: viz.theme)."""
-    return {
-        "fill": STATE_COLORS,
-        "fill_css": {s: swatch_css(s).removeprefix("background:") for s in FILL_STATES},
-        "text": {s: text_color(s) for s in FILL_STATES},
-        "glyph": STATE_GLYPHS,
-        "label": STATE_LABELS,
-        "legend_states": [s for s in FILL_STATES if s != "evicted"] + ["evicted"],
-        "outline_css": {k: o.css for k, o in OUTLINES.items() if k in ("touched", "selected", "differs")},
-        "outline_label": {k: o.label for k, o in OUTLINES.items()},
-        "selected_row": OUTLINES["selected"].color + "33",
-        "plain": PLAIN_OUTLINE,
-        "no_hash": NO_HASH,
-        "marks": QUEUE_MARKS,
-    }
+
+class PlayerTheme(msgspec.Struct, frozen=True):
+    """The visual language as the player needs it (one source: :mod:`viz.theme`)."""
+
+    css: str  # the generated stylesheet: variables and one rule per state
+    glyph: dict[str, str]
+    label: dict[str, str]
+    legend_states: list[str]
+    outline_css: dict[str, str]
+    outline_label: dict[str, str]
+    no_hash: str
+    marks: dict[str, str]  # the free queue's marks (viz.free_queue.QUEUE_MARKS)
+
+
+class Other(msgspec.Struct, frozen=True):
+    """The second policy's timeline in Compare, and which of its states matches each of ours."""
+
+    data: Playback
+    align: list[int]
+
+    def __post_init__(self) -> None:
+        if any(not 0 <= i < len(self.data.frames) for i in self.align):
+            raise ValueError("an aligned index is outside the other timeline")
+
+
+class PlayerArgs(msgspec.Struct, frozen=True):
+    """Everything the player gets on each render. ``data_id`` names the timeline: a new one resets the player."""
+
+    data: Playback
+    data_id: str
+    step: int
+    mode: Mode = "lab"
+    block: int | None = None
+    other: Other | None = None
+    projector: bool = False
+    predict: bool = False
+    labels: list[str] = msgspec.field(default_factory=lambda: ["", ""])
+    notes: list[str] = msgspec.field(default_factory=lambda: ["", ""])
+    touched: list[int] | None = None  # outline these instead of the current event's blocks (a lesson's line)
+    ack: str | int | None = None  # the nonce of the last value the page applied (opaque: echoed back as sent)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.step < len(self.data.frames):
+            raise ValueError(f"step {self.step} is outside the timeline (0..{len(self.data.frames) - 1})")
+        if self.other is not None and len(self.other.align) != len(self.data.frames):
+            raise ValueError("Compare needs one aligned index per state")
+
+
+def theme() -> PlayerTheme:
+    return PlayerTheme(
+        css=player_css(),
+        glyph=STATE_GLYPHS,
+        label=STATE_LABELS,
+        legend_states=[s for s in FILL_STATES if s != "evicted"] + ["evicted"],
+        outline_css={k: o.css for k, o in OUTLINES.items() if k in ("touched", "selected", "differs")},
+        outline_label={k: o.label for k, o in OUTLINES.items()},
+        no_hash=NO_HASH,
+        marks=QUEUE_MARKS,
+    )
+
+
+def player(args: PlayerArgs, *, key: str) -> dict[str, Any] | None:
+    """Draw the player with ``args`` (checked first); the value it last sent, or None."""
+    message = checked(args)
+    message["theme"] = checked(theme())
+    return _component(**message, key=key, default=None)
+
+
+def timeline_id(*parts: object) -> str:
+    """A short stable name for a timeline, from what it was built from."""
+    return hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
 
 def lab_player(
@@ -63,21 +115,20 @@ def lab_player(
     notes: tuple[str, str] = ("", ""),
     projector: bool = False,
     predict: bool = False,
-    ack: object = None,
+    ack: str | int | None = None,
     key: str = "lab_player",
 ) -> dict[str, Any] | None:
-    """Draw the player for ``runs.runs[policy]`` at ``step``; the value it last sent (or None).
+    """The lab: ``runs.runs[policy]`` at ``step``, every control on; the value it last sent (or None).
 
     ``predict``: stop before each allocation that evicts and ask which block goes first.
     ``ack``: the nonce of the last value the page applied, so the player can tell a rerun that
     answers its newest step from an older one still in flight (and not jump back).
     """
-    data = runs.playback(policy)
     other = None
     if compare_with is not None:
-        other = {"data": runs.playback(compare_with), "align": alignment(runs.runs[policy], runs.runs[compare_with])}
-    data_id = hashlib.sha1(f"{runs.text}|{settings_key}|{policy}|{compare_with}".encode()).hexdigest()[:16]
-    return _component(
-        data=data, other=other, data_id=data_id, step=step, block=block, projector=projector, predict=predict,
-        labels=list(labels), notes=list(notes), theme=theme_args(), ack=ack, key=key, default=None,
+        other = Other(runs.playback(compare_with), alignment(runs.runs[policy], runs.runs[compare_with]))
+    args = PlayerArgs(
+        data=runs.playback(policy), data_id=timeline_id(runs.text, settings_key, policy, compare_with), step=step,
+        block=block, other=other, projector=projector, predict=predict, labels=list(labels), notes=list(notes), ack=ack,
     )
+    return player(args, key=key)

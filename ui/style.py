@@ -1,10 +1,26 @@
-"""The app's few CSS rules: the lab's title row, projector mode (one stylesheet for every page), the toolbar."""
+"""The app's few CSS rules: the lab's title row, the lessons' text, projector mode (one stylesheet for every
+page), the toolbar. The player's own look is ``ui/lab_player/player.css`` plus :func:`viz.theme.player_css`."""
 
 from __future__ import annotations
+
+from viz.theme import STATE_COLORS
 
 LAB_CSS = """<style>
 [data-testid=stMainBlockContainer] { padding-top: 3.2rem; }
 .lab-title { font-size: 1.45rem; font-weight: 700; line-height: 1.2; }
+</style>"""
+
+#: The Lessons page: its scenario script and the log of what a line did.
+LESSONS_CSS = f"""<style>
+[data-testid=stMainBlockContainer]{{padding:2.2rem 1.5rem 2rem 1.5rem;max-width:1400px}}
+.lesson-log{{border-left:5px solid {STATE_COLORS["computed"]};background:#f5f7fa;padding:8px 12px;border-radius:4px;
+  overflow-wrap:anywhere}}
+.lesson-log-head{{font-size:.9rem;color:#455a64;margin-bottom:2px}}.lesson-log ul{{margin:0;padding-left:1.1rem}}
+.lesson-tag{{background:#263238;color:white;border-radius:3px;padding:0 5px;font-size:.75rem;margin-right:5px}}
+.lesson-script{{font-family:monospace;font-size:.9rem;background:#f5f7fa;border-radius:4px;padding:6px 0;
+  white-space:pre-wrap;overflow-wrap:anywhere;margin-bottom:8px}}
+.lesson-script div{{padding:0 10px}}.lesson-script .now{{background:#fff3c4;font-weight:700}}
+.lesson-script .next{{background:#e3f2fd}}.lesson-script .n{{color:#90a4ae;display:inline-block;width:2.2em}}
 </style>"""
 
 #: Projector mode, every page (ui.projector puts it in the page): no sidebar or header, tight margins,
@@ -12,7 +28,6 @@ LAB_CSS = """<style>
 #: the HTML pictures' hashes) to 16 px and leaves larger text (headings) as it is; icons keep their
 #: size, and Plotly's SVG is resized in Python (ui.projector.plotly_chart) so its layout follows.
 #: Style-only elements and the fixed Projector switch take no room (no gap above the first line).
-#: The lessons' block grid gets tiles wide enough for a whole 8-digit hash at 16 px.
 PROJECTOR_CSS = """<style>
 [data-testid=stSidebar], [data-testid=stSidebarCollapsedControl], [data-testid=stExpandSidebarButton],
 header[data-testid=stHeader] { display: none !important; }
@@ -30,10 +45,6 @@ header[data-testid=stHeader] { display: none !important; }
 [data-testid=stElementContainer]:has(> [data-testid=stMarkdown] [data-testid=stMarkdownContainer] > style:only-child),
 [data-testid=stElementContainer]:has(> [data-testid=stHtml] > style:only-child) { display: none; }
 .lab-title { font-size: 1.0rem; white-space: nowrap; }
-.pl-pool .pp-grid { grid-template-columns: repeat(auto-fill, minmax(96px, 1fr)) !important; gap: 24px 6px;
-  padding-top: 22px; }
-.pl-pool .pp-next { top: -22px; }
-.pl-pool .h { white-space: nowrap; }
 .pl-table table { border-collapse: collapse; width: 100%; }
 .pl-table th, .pl-table td { text-align: left; padding: 3px 6px; border-bottom: 1px solid #cfd8dc; vertical-align: top;
   overflow-wrap: anywhere; }

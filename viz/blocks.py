@@ -85,7 +85,7 @@ def tile_labels(
 
 def block_details(snapshot: CacheSnapshot, block_id: int, tokens: str) -> list[str]:
     """A block tile's tooltip after its title line: ref count, full hash, ``tokens``, owners, and whether it
-    is the next one handed out. Shared by the figure and :func:`viz.pool_html.block_grid_html`."""
+    is the next one handed out. Used by the figure (the browser player draws the same mark)."""
     if block_id == 0:
         return ["reserved placeholder, never allocated"]
     block_hash = snapshot.block_hash[block_id]

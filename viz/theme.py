@@ -200,3 +200,24 @@ def plain_text(text: str) -> str:
     ``<a href="...">`` would become a link. Escaped, it reads the same and does nothing.
     """
     return escape(text, quote=False)
+
+
+def player_css() -> str:
+    """The player's colours as one generated stylesheet: CSS variables and a rule per state.
+
+    ``ui/lab_player/player.css`` has the layout and reads these; anything with ``data-state="..."``
+    (a tile, a chip, a legend swatch, a guess button) is painted by its state's rule, fill and text colour
+    together, so the browser's pictures and the Plotly figures can only use the same colours.
+    """
+    variables = {
+        "--plain": PLAIN_OUTLINE,
+        "--evicted": STATE_COLORS["evicted"],
+        "--evicted-text": text_color("evicted"),
+        "--touched": OUTLINES["touched"].css,
+        "--selected": OUTLINES["selected"].css,
+        "--differs": OUTLINES["differs"].css,
+        "--selected-row": OUTLINES["selected"].color + "33",
+    }
+    lines = [":root { " + " ".join(f"{name}: {value};" for name, value in variables.items()) + " }"]
+    lines += [f'[data-state="{state}"] {{ {swatch_css(state)}; color: {text_color(state)}; }}' for state in FILL_STATES]
+    return "\n".join(lines) + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from teaching.lessons import flow
 from teaching.lessons.loader import answer_question, load_lessons
+from teaching.scenarios.scenario import run_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "app_pages" / "lessons.py")
@@ -24,10 +26,11 @@ def open_page(lesson_slug: str | None = None) -> AppTest:
     return at
 
 
-def charts(at: AppTest) -> list:
-    """The pictures: grid, free queue and block tables per policy, as HTML (no Plotly chart left to wait for)."""
+def charts(at: AppTest) -> list[dict]:
+    """The pictures: one player per policy (pool, free queue, block tables, hash table), no Plotly chart, no HTML twin."""
     assert not at.get("plotly_chart")
-    return [h for h in at.html if h.value.startswith("<div class='pl-pool'>")]
+    assert not [h for h in at.html if "pl-pool" in h.value]
+    return [json.loads(e.proto.json_args) for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
 
 
 def at_position(at: AppTest, lesson, position: int) -> AppTest:  # type: ignore[no-untyped-def]
@@ -49,7 +52,7 @@ def shown_text(at: AppTest) -> str:
 def test_every_lesson_renders_plays_and_asks_each_question_at_its_moment(lesson) -> None:
     at = open_page(lesson.slug)
     assert at.header[0].value == lesson.title
-    assert len(charts(at)) == 3 * len(lesson.policies)  # grid, free queue, block tables per policy
+    assert len(charts(at)) == len(lesson.policies)  # the player: pool, free queue, block tables per policy
     asked: set[str] = set()
     for position in [0, *lesson.action_lines]:
         if position:
@@ -58,6 +61,10 @@ def test_every_lesson_renders_plays_and_asks_each_question_at_its_moment(lesson)
         assert at.session_state[f"lesson_pos_{lesson.slug}"] == position
         if position:
             assert any(f"Line {position}:" in m.value for m in at.markdown)
+        run = run_scenario(lesson.scenario, lesson.policies[0])
+        (shown, *_) = charts(at)  # the lesson's line drives the player's step; it has no controls of its own
+        assert (shown["mode"], shown["step"]) == ("view", flow.state_index(run, position))
+        assert shown["touched"] == sorted(flow.touched_blocks(run, position))
         moments = flow.questions_at(lesson, position)
         assert len(at.radio) == len(moments)  # only this moment's questions, beside the picture
         for radio, moment in zip(at.radio, moments):
@@ -160,7 +167,7 @@ def test_next_lesson_opens_at_its_top() -> None:
 def test_side_by_side_lesson_draws_both_policies() -> None:
     lesson = next(lesson for lesson in LESSONS if lesson.policies == ("vllm", "classic"))
     at = open_page(lesson.slug)
-    assert len(charts(at)) == 6
+    assert len(charts(at)) == 2
     assert any("**vLLM 0.23 (classic)**" in m.value for m in at.markdown)
 
 

@@ -56,17 +56,14 @@ def test_shared_system_prompt_second_request_hits() -> None:
     assert STATE_COLORS["hit"] in states  # hit colour: the system prompt's blocks came from the cache
     cached = int(text.split("cached**")[0].rsplit("**", 1)[1].strip())
     assert cached >= 16
-    # The lab's views of the session engine are on the page too.
-    titles = [((json.loads(c.proto.spec)["layout"].get("title") or {}).get("text") or "") for c in at.get("plotly_chart")]
-    assert any("Physical KV blocks" in t for t in titles) and any("Free queue" in t for t in titles)
-    # Scrub back to just after req-1 got its blocks: its block table is on screen again.
+    # The session engine is drawn by the player, as the lab draws a scenario: the whole log, at its latest event.
+    (shown,) = [json.loads(e.proto.json_args) for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
     events = at.session_state["playground"].engine.kv_cache_manager.events.events
+    assert (shown["mode"], shown["step"], len(shown["data"]["frames"])) == ("engine", len(events), len(events) + 1)
+    # Just after req-1 got its blocks, its block table is in that state: the player scrubs back to it.
     after_alloc = next(i + 1 for i, e in enumerate(events) if e.kind == "allocate" and e.request_id == "req-1")
-    at.slider[0].set_value(after_alloc).run()
-    assert not at.exception, at.exception
-    tables = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
-                  if "Block tables" in ((json.loads(c.proto.spec)["layout"].get("title") or {}).get("text") or ""))
-    assert any("req-1" in a.get("text", "") for a in tables["layout"].get("annotations", []))
+    assert any(row[0] == "req-1" for row in shown["data"]["frames"][after_alloc]["tables"])
+    assert not [c for c in at.get("plotly_chart") if "Physical KV blocks" in c.proto.spec]  # no Plotly twin
 
 
 def test_empty_and_too_long_prompts_show_the_engine_message_and_keep_the_text() -> None:

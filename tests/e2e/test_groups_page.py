@@ -47,7 +47,7 @@ def test_sliding_window_lesson_plays_at_1024x768(page, app_url) -> None:  # type
 
     page.set_viewport_size({"width": 1024, "height": 768})
     open_page(page, f"{app_url}/?lesson=12-sliding-windows&line=9")  # after 'other' ran: the eviction question
-    page.wait_for_selector(".pl-pool", timeout=60_000)
+    page.frame_locator("iframe[title*=lab_player]").first.locator("#pool .tile").first.wait_for(timeout=60_000)
     main = page.inner_text("[data-testid=stMain]")
     assert "Sliding windows: why hybrid models hit less" in main
     assert "Which blocks are evicted" in main

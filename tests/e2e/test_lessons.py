@@ -7,7 +7,9 @@ import re
 
 import pytest
 
-from tests.e2e.harness import assert_no_exceptions, open_and_see_at_once, open_page, wait_idle
+from tests.e2e.harness import assert_no_exceptions, open_page, wait_idle
+
+PLAYER = "iframe[title*=lab_player]"  # the one renderer of the pool (ui/lab_player)
 
 STEP_LINE = re.compile(r"Step (\d+) of (\d+)")
 OVERFLOW_JS = """() => Array.from(document.querySelectorAll(
@@ -49,7 +51,7 @@ def test_a_question_sits_beside_its_picture_and_nothing_is_cut_off(page, app_url
     page.set_viewport_size({"width": 1024, "height": 768})
     open_page(page, f"{app_url}/?lesson=01-kv-blocks&line=4")  # just before r0's first step: Q1 and Q2 are asked
     question = page.get_by_text("Q1.", exact=False).first
-    grid = page.locator(".pl-pool").first
+    grid = page.locator(PLAYER).first
     question.wait_for()
     q_box, g_box = question.bounding_box(), grid.bounding_box()
     assert q_box and g_box
@@ -87,11 +89,19 @@ def test_no_cut_off_labels_at_1024x768(page, app_url, path: str) -> None:  # typ
     assert page.evaluate(PAGE_OVERFLOW_JS) == []
 
 
-def test_the_first_page_shows_its_pictures_at_once(page, app_url) -> None:  # type: ignore[no-untyped-def]
-    """The landing page's pool, free queue and block tables are HTML in the page's own render (they were
-    Plotly charts, blank until the browser had loaded Plotly.js)."""
+def test_the_first_page_draws_its_pool_with_the_player(page, app_url) -> None:  # type: ignore[no-untyped-def]
+    """The landing lesson's pool, free queue and block tables are the player's (no HTML twin of them)."""
     page.set_viewport_size({"width": 1024, "height": 768})
-    open_and_see_at_once(page, f"{app_url}/?lesson=01-kv-blocks&line=4", ".pl-pool", "Physical KV blocks")
-    page.wait_for_function("() => document.querySelectorAll('.pl-pool').length === 3", timeout=1500)
-    pictures = page.locator(".pl-pool")
-    assert "HEAD" in pictures.nth(1).inner_text() and "Block tables" in pictures.nth(2).inner_text()
+    open_page(page, f"{app_url}/?lesson=01-kv-blocks&line=4")
+    assert page.locator(".pl-pool").count() == 0
+    frame = page.frame_locator(PLAYER).first
+    root = frame.locator("[data-testid=prefixlab-player][data-mode=view]")
+    root.locator(".tile").first.wait_for(timeout=30_000)
+    assert "Physical KV blocks" in root.inner_text() and "free queue" in root.inner_text()
+    assert not frame.locator("#controls").is_visible()  # the lesson's own Next and Back move it
+    assert frame.locator(".tile.touched").count() == 0  # line 4 only adds a request: nothing is outlined
+    page.get_by_role("button", name="Next").first.click()  # line 5: r0's first step allocates blocks 1-3
+    frame.locator(".tile.touched").first.wait_for(timeout=30_000)
+    page.wait_for_timeout(300)
+    touched = frame.locator(".tile.touched").evaluate_all("ts => ts.map(t => +t.dataset.block)")
+    assert touched == [1, 2, 3]

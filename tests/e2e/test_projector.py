@@ -177,7 +177,7 @@ def first_screen_misses(page, slug: str) -> list[str]:  # type: ignore[no-untype
     box = next_button(page, slug).bounding_box()
     if box is None or box["y"] < 0 or box["y"] + box["height"] > SCREEN["height"]:
         missing.append(f"the Next button is at {box}")
-    grid = page.locator(".pl-pool").first
+    grid = page.locator("iframe[title*=lab_player]").first  # the player draws the lesson's pool
     grid_box = grid.bounding_box() if grid.count() else None
     if grid_box is None or grid_box["y"] < 0 or grid_box["y"] + min(grid_box["height"], 120) > SCREEN["height"]:
         missing.append(f"the block picture is at {grid_box}")

@@ -3,16 +3,8 @@
 from __future__ import annotations
 
 from engine.events import BlocksAllocated
-from teaching.pages.lab import (
-    GUESS,
-    align_index,
-    build_runs,
-    engine_step_at,
-    log_window,
-    next_eviction_question,
-    predict_questions,
-    verdict,
-)
+from teaching.pages.lab import align_index, build_runs, log_window
+from teaching.pages.playback import GUESS, engine_step_at, next_eviction_question, predict_questions, verdict
 from teaching.scenarios.library import BUILTIN_SCENARIOS, DESIGN_DOC_EXAMPLE
 
 
@@ -71,13 +63,13 @@ def test_predict_questions_carry_their_answers_for_the_player() -> None:
     timeline = run.timeline()
     queues = [list(timeline.state_at(i).free_queue) for i in range(len(run.events) + 1)]
     questions = predict_questions(run, queues)
-    assert questions == runs.playback("classic")["questions"] and len(questions) == 2
+    assert questions == runs.playback("classic").questions and len(questions) == 2
     first, q = questions[0], next_eviction_question(run, 0)
     assert q is not None
-    assert (first["ask_at"], first["answer"], first["queue"]) == (q.ask_at, q.answer, queues[q.ask_at])
-    assert first["right"] == verdict(q, q.answer)[1]
+    assert (first.ask_at, first.answer, first.queue) == (q.ask_at, q.answer, queues[q.ask_at])
+    assert first.right == verdict(q, q.answer)[1]
     wrong = next(b for b in queues[q.ask_at] if b != q.answer)
-    assert str(first["wrong"]).replace(GUESS, str(wrong)) == verdict(q, wrong)[1]
+    assert first.wrong.replace(GUESS, str(wrong)) == verdict(q, wrong)[1]
     assert "Blocks without a hash are reused silently" in verdict(q, wrong)[1]
 
 
@@ -93,23 +85,22 @@ def test_engine_step_and_log_window() -> None:
 
 # -- the browser player's data ---------------------------------------------------------------------------
 def test_playback_has_every_state_and_the_jumps() -> None:
-    from teaching.pages.lab import build_runs, playback
-    from teaching.scenarios.library import BUILTIN_SCENARIOS
+    from teaching.pages.playback import playback
 
     runs = build_runs(BUILTIN_SCENARIOS["design-doc"])
     run = runs.runs["classic"]
     data = playback(run, runs.contents["classic"])
-    frames = data["frames"]
-    assert len(frames) == len(run.events) + 1 and data["num_blocks"] == run.num_blocks
+    frames = data.frames
+    assert len(frames) == len(run.events) + 1 and data.num_blocks == run.num_blocks
     timeline = run.timeline()
     for pos in (0, 4, 22, len(run.events)):
         snap = timeline.state_at(pos)
-        assert frames[pos]["fq"] == list(snap.free_queue)
-        assert frames[pos]["ref"] == list(snap.ref_cnt)
-        assert [h is None for h in frames[pos]["hash"]] == [h is None for h in snap.block_hash]
-    (evict,) = data["jumps"]["eviction"]
-    assert run.events[evict - 1].kind == "evicted" and frames[evict]["evicted"] == [4]
-    assert frames[evict]["card"]["tag"] == "EVICT"
+        assert frames[pos].fq == list(snap.free_queue)
+        assert frames[pos].ref == list(snap.ref_cnt)
+        assert [h is None for h in frames[pos].hash] == [h is None for h in snap.block_hash]
+    (evict,) = data.jumps["eviction"]
+    assert run.events[evict - 1].kind == "evicted" and frames[evict].evicted == [4]
+    assert frames[evict].card.tag == "EVICT"
     assert runs.playback("classic") is runs.playback("classic")  # computed once
 
 

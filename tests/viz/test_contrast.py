@@ -41,4 +41,6 @@ def test_the_players_eviction_flash_uses_the_theme_text_colour() -> None:
     css = (ROOT / "ui" / "lab_player" / "player.css").read_text(encoding="utf-8")
     flash = [line for line in css.splitlines() if "flash" in line]
     assert flash and not [line for line in flash if "color: white" in line]
-    assert "--evicted-text" in (ROOT / "ui" / "lab_player" / "player.js").read_text(encoding="utf-8")
+    from viz.theme import player_css
+
+    assert "--evicted-text" in css and f"--evicted-text: {text_color('evicted')};" in player_css()
