@@ -29,7 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.server.cluster import Cluster, ClusterConfig, find_router, router_missing_message, stop_group
+from engine.server.cluster import Cluster, ClusterConfig, find_router, router_missing_message
+from teaching.live.metrics import fetch_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 #: vLLM's benchmark client wrapper: $PREFIXLAB_VLLM_BENCH, else shared/tools/ beside the checkout (or above it).
@@ -41,33 +42,28 @@ VLLM_CPU_VENV = Path(os.environ.get("VLLM_CPU_VENV", Path.home() / ".cache" / "p
 PREDICTED_BY = {"round_robin": "round-robin", "consistent_hash": "random", "kv_aware": "blend",
                 "cache_aware": "blend", "power_of_two": "least-loaded", "random": "random"}
 BLOCK = 16
+#: KV blocks per replica (null block included): three 256-token prefixes and the running requests fit.
+NUM_BLOCKS = 64
+#: Seeds the random router's prediction is averaged over.
+RANDOM_SEEDS = 20
 
 
 @dataclass
 class Workload:
-    num_prompts: int = 48
-    num_prefixes: int = 4
+    num_prompts: int = 64
+    num_prefixes: int = 8
     prefix_len: int = 256
     suffix_len: int = 32
-    output_len: int = 32
-    concurrency: int = 8
+    output_len: int = 16
+    concurrency: int = 4
     seed: int = 0
 
 
 def counters(url: str) -> dict[str, float]:
-    """The replica's cumulative prefix-cache and request counters."""
-    with urllib.request.urlopen(url + "/metrics", timeout=30) as response:
-        text = response.read().decode()
-    out = {"queries": 0.0, "hits": 0.0, "requests": 0.0}
-    for line in text.splitlines():
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name == "vllm:prefix_cache_queries_total":
-            out["queries"] += float(line.rsplit(" ", 1)[1])
-        elif name == "vllm:prefix_cache_hits_total":
-            out["hits"] += float(line.rsplit(" ", 1)[1])
-        elif name == "vllm:request_success_total":
-            out["requests"] += float(line.rsplit(" ", 1)[1])
-    return out
+    """The replica's cumulative prefix-cache and request counters (vLLM's names, from its /metrics)."""
+    seen = fetch_metrics(url, timeout_s=30.0)
+    return {"queries": seen.prefix_cache_queries or 0.0, "hits": seen.prefix_cache_hits or 0.0,
+            "requests": seen.requests_finished or 0.0}
 
 
 def router_inputs(metrics_url: str) -> dict[str, float]:
@@ -78,12 +74,6 @@ def router_inputs(metrics_url: str) -> dict[str, float]:
         return {}
     return {line.split("result=", 1)[1].split('"')[1]: float(line.rsplit(" ", 1)[1])
             for line in lines if line.startswith("vllm_router_kv_routing_inputs_total") and "result=" in line}
-
-
-def reset_caches(cluster: Cluster) -> None:
-    for replica in cluster.config.replica_list():
-        request = urllib.request.Request(replica.url + "/reset_prefix_cache", method="POST", data=b"")
-        urllib.request.urlopen(request, timeout=60).read()
 
 
 # -- the two clients ------------------------------------------------------------------------------------
@@ -141,15 +131,16 @@ def run_openai_client(router_url: str, model: str, work: Workload) -> dict:
 
 
 # -- the prediction ---------------------------------------------------------------------------------------
-def predicted(work: Workload, replicas: int, router: str) -> tuple[float, float]:
-    """(token hit rate, load balance) of the trace replay for the same workload shape, one hash id per
-    16-token block (the hit *rate* does not depend on the tokens a block stands for)."""
-    from teaching.traces.loader import TRACE_BLOCK_SIZE, parse_trace
-    from teaching.traces.replay import replay
+def workload_trace(work: Workload) -> str:
+    """The workload as a Mooncake-format trace for ``prefixlab trace replay``: one hash id per engine
+    block, every token count scaled by ``TRACE_BLOCK_SIZE / BLOCK`` so one trace block stands for one
+    16-token block (hit *rates* and block counts are then the engine's; the hashes stand for the tokens)."""
+    from teaching.traces.loader import TRACE_BLOCK_SIZE
 
+    scale = TRACE_BLOCK_SIZE // BLOCK
     rng = random.Random(work.seed)
     order = [i % work.num_prefixes for i in range(work.num_prompts)]
-    rng.shuffle(order)
+    rng.shuffle(order)  # vLLM's prefix_repetition shuffles its prompts too (its own order)
     prefix_blocks = work.prefix_len // BLOCK
     suffix_blocks = max(1, -(-work.suffix_len // BLOCK))
     next_id = work.num_prefixes * prefix_blocks
@@ -157,31 +148,54 @@ def predicted(work: Workload, replicas: int, router: str) -> tuple[float, float]
     for t, p in enumerate(order):
         ids = list(range(p * prefix_blocks, (p + 1) * prefix_blocks)) + list(range(next_id, next_id + suffix_blocks))
         next_id += suffix_blocks
-        lines.append(json.dumps({"timestamp": t, "input_length": len(ids) * TRACE_BLOCK_SIZE,
-                                 "output_length": work.output_len, "hash_ids": ids}))
-    result = replay(parse_trace("\n".join(lines), "prefix_repetition"), replicas=replicas, router=router)
-    return result.total.token_hit_rate, result.load_balance()["requests_max_over_mean"]
+        lines.append(json.dumps({"timestamp": t, "input_length": (work.prefix_len + work.suffix_len) * scale,
+                                 "output_length": work.output_len * scale, "hash_ids": ids}))
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The trace replay's token hit rate and load balance (max / mean requests); for the random router the
+    mean over ``RANDOM_SEEDS`` seeds, with the lowest and highest hit rate (one real run is one draw)."""
+
+    hit_rate: float
+    balance: float
+    hit_low: float
+    hit_high: float
+
+
+def predicted(trace_text: str, replicas: int, router: str, capacity_blocks: int) -> Prediction:
+    """What ``prefixlab trace replay`` says: real ``KVCacheManager`` replicas of ``capacity_blocks`` usable
+    blocks each, one request at a time."""
+    from teaching.traces.loader import parse_trace
+    from teaching.traces.replay import PreparedTrace, replay
+
+    prepared = PreparedTrace(parse_trace(trace_text, "prefix_repetition"))
+    runs = [replay(prepared, capacity_blocks=capacity_blocks, replicas=replicas, router=router, seed=seed)
+            for seed in range(RANDOM_SEEDS if router == "random" else 1)]
+    hits = [run.total.token_hit_rate for run in runs]
+    balance = statistics.mean(run.load_balance()["requests_max_over_mean"] for run in runs)
+    return Prediction(statistics.mean(hits), balance, min(hits), max(hits))
 
 
 # -- one run -----------------------------------------------------------------------------------------------
 def run_policy(cluster: Cluster, binary: str, policy: str, model: str, work: Workload, client: str,
                out_dir: Path) -> dict:
-    cluster.config.policy = policy
-    reset_caches(cluster)
+    """Empty caches, a fresh router with ``policy``, the workload through it; the replicas' counters' deltas."""
+    cluster.reset_prefix_caches()
     before = [counters(r.url) for r in cluster.config.replica_list()]
-    cluster.start_router(binary)
-    _, router_process, _ = cluster.processes[-1]
+    cluster.switch_policy(policy, binary)
+    load_before = os.getloadavg()[0]
     try:
-        time.sleep(1.0)
+        time.sleep(1.0)  # the router's KV-event subscribers connect
         if client == "vllm":
-            tokenizer = _tokenizer_dir(model)
-            timing = run_vllm_client(cluster.config.router_url, model, tokenizer, work, out_dir / f"{policy}.json")
+            timing = run_vllm_client(cluster.config.router_url, model, _tokenizer_dir(model), work,
+                                     out_dir / f"{policy}.json")
         else:
             timing = run_openai_client(cluster.config.router_url, model, work)
         inputs = router_inputs(f"http://{cluster.config.client_host}:{cluster.config.metrics_port}/metrics")
     finally:
-        stop_group(router_process)
-        cluster.processes.pop()
+        cluster.stop_router()
     after = [counters(r.url) for r in cluster.config.replica_list()]
     delta = [{k: a[k] - b[k] for k in a} for a, b in zip(after, before)]
     queries, hits = sum(d["queries"] for d in delta), sum(d["hits"] for d in delta)
@@ -189,7 +203,7 @@ def run_policy(cluster: Cluster, binary: str, policy: str, model: str, work: Wor
     mean = sum(requests) / len(requests) if requests else 0
     return {"policy": policy, **timing, "hit_rate": hits / queries if queries else 0.0,
             "requests_per_replica": requests, "load_balance": max(requests) / mean if mean else 0.0,
-            "router_inputs": inputs}
+            "router_inputs": inputs, "load_average": (load_before, os.getloadavg()[0])}
 
 
 def _tokenizer_dir(model: str) -> str:
@@ -198,20 +212,23 @@ def _tokenizer_dir(model: str) -> str:
     return resolve_model_folder(model)
 
 
-def table(rows: list[dict], work: Workload, replicas: int, client: str) -> str:
-    lines = [f"K={replicas} replicas, {work.num_prompts} prompts, {work.num_prefixes} prefixes x {work.prefix_len} "
-             f"tokens + {work.suffix_len}-token suffixes, {work.output_len} output tokens, concurrency "
-             f"{work.concurrency}; client: {client}",
+def table(rows: list[dict], work: Workload, replicas: int, client: str, num_blocks: int) -> str:
+    lines = [f"K={replicas} replicas of {num_blocks} KV blocks ({BLOCK} tokens) each, {work.num_prompts} prompts, "
+             f"{work.num_prefixes} prefixes x {work.prefix_len} tokens + {work.suffix_len}-token suffixes, "
+             f"{work.output_len} output tokens, concurrency {work.concurrency}; client: {client}",
              "",
              "| policy | hit rate (replicas' /metrics) | predicted (trace replay router) | TTFT p50 ms | TTFT p99 ms "
-             "| requests per replica | load balance (max/mean) | predicted balance | router kv inputs |",
-             "|---|---:|---:|---:|---:|---|---:|---:|---|"]
+             "| requests per replica | max/mean | predicted max/mean | router kv inputs | load average |",
+             "|---|---:|---:|---:|---:|---|---:|---:|---|---|"]
     for r in rows:
         inputs = ", ".join(f"{k} {v:.0f}" for k, v in r["router_inputs"].items()) or "-"
-        lines.append(f"| {r['policy']} | {r['hit_rate']:.1%} | {r['predicted_hit_rate']:.1%} ({r['predicted_by']}) "
+        low, high = r["predicted_range"]
+        spread = f", {RANDOM_SEEDS} seeds: {low:.0%} to {high:.0%}" if high > low else ""
+        lines.append(f"| {r['policy']} | {r['hit_rate']:.1%} | {r['predicted_hit_rate']:.1%} ({r['predicted_by']}{spread}) "
                      f"| {r['ttft_p50_ms']:.0f} | {r['ttft_p99_ms']:.0f} | "
                      f"{' / '.join(f'{x:.0f}' for x in r['requests_per_replica'])} | {r['load_balance']:.2f} "
-                     f"| {r['predicted_balance']:.2f} | {inputs} |")
+                     f"| {r['predicted_balance']:.2f} | {inputs} | {r['load_average'][0]:.1f} -> "
+                     f"{r['load_average'][1]:.1f} |")
     return "\n".join(lines)
 
 
@@ -220,15 +237,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--replicas", type=int, default=4)
     parser.add_argument("--policies", nargs="+", default=["round_robin", "consistent_hash", "kv_aware"])
     parser.add_argument("--client", choices=["auto", "vllm", "openai"], default="auto")
-    parser.add_argument("--num-prompts", type=int, default=48)
-    parser.add_argument("--num-prefixes", type=int, default=4)
-    parser.add_argument("--prefix-len", type=int, default=256)
-    parser.add_argument("--suffix-len", type=int, default=32)
-    parser.add_argument("--output-len", type=int, default=32)
-    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--num-prompts", type=int, default=Workload.num_prompts)
+    parser.add_argument("--num-prefixes", type=int, default=Workload.num_prefixes)
+    parser.add_argument("--prefix-len", type=int, default=Workload.prefix_len)
+    parser.add_argument("--suffix-len", type=int, default=Workload.suffix_len)
+    parser.add_argument("--output-len", type=int, default=Workload.output_len)
+    parser.add_argument("--concurrency", type=int, default=Workload.concurrency)
+    parser.add_argument("--seed", type=int, default=Workload.seed)
     parser.add_argument("--port", type=int, default=8700, help="replica k on PORT + k; the router on PORT + 50")
     parser.add_argument("--events-port", type=int, default=6557)
-    parser.add_argument("--num-blocks", type=int, default=None)
+    parser.add_argument("--num-blocks", type=int, default=NUM_BLOCKS,
+                        help="KV pool per replica, null block included: small, so a replica holds a few prefixes")
     parser.add_argument("--out", default=None, help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     binary = find_router()
@@ -240,11 +259,13 @@ def main(argv: list[str] | None = None) -> None:
     if client == "vllm" and not vllm_client_ready():
         raise SystemExit(f"vLLM's benchmark client needs {BENCH_TOOL} and the venv {VLLM_CPU_VENV}.")
     work = Workload(args.num_prompts, args.num_prefixes, args.prefix_len, args.suffix_len, args.output_len,
-                    args.concurrency)
+                    args.concurrency, args.seed)
     config = ClusterConfig(replicas=args.replicas, port=args.port, router_port=args.port + 50,
                            events_port=args.events_port, replay_port=args.events_port + 100,
                            num_blocks=args.num_blocks)
     out_dir = Path(tempfile.mkdtemp(prefix="prefixlab-routing-"))
+    trace = out_dir / "workload.jsonl"
+    trace.write_text(workload_trace(work))
     cluster = Cluster(config, out_dir)
     rows = []
     try:
@@ -255,13 +276,16 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{policy}: {work.num_prompts} requests through vllm-router ({client} client)...", flush=True)
             row = run_policy(cluster, binary, policy, model, work, client, out_dir)
             router = PREDICTED_BY.get(policy, "round-robin")
-            row["predicted_hit_rate"], row["predicted_balance"] = predicted(work, args.replicas, router)
-            row["predicted_by"] = router
+            guess = predicted(trace.read_text(), args.replicas, router, args.num_blocks - 1)
+            row.update(predicted_hit_rate=guess.hit_rate, predicted_balance=guess.balance,
+                       predicted_range=(guess.hit_low, guess.hit_high), predicted_by=router)
             rows.append(row)
             print(json.dumps(row), flush=True)
     finally:
         cluster.stop()
-    print(table(rows, work, args.replicas, client))
+    print(table(rows, work, args.replicas, client, args.num_blocks))
+    print(f"\nThe prediction, from a shell: prefixlab trace replay {trace} --replicas {args.replicas} "
+          f"--capacity-blocks {args.num_blocks - 1} --router ROUTER")
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
 

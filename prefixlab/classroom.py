@@ -5,6 +5,8 @@ One command for the teacher: the replicas start on ``--port + k`` with KV events
 ``--router-port`` with the chosen ``--policy``, and the Streamlit app starts with its Playground's
 class-server mode pointed at the router and its Live page connected to every replica. Ctrl-C or
 SIGTERM stops everything: each child runs in its own process group and is stopped with it.
+``--tour`` first plays the routing tour (:mod:`teaching.live.routing_tour`): the same chats under
+round robin, then kv_aware, from empty caches, while the Live page shows where each one went.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -27,6 +30,7 @@ from engine.server.cluster import (
     find_router,
     router_missing_message,
 )
+from teaching.live.routing_tour import TOUR_POLICIES, TourError, run_tour
 from ui.class_config import CLASS_SERVER_ENV, LIVE_SERVERS_ENV
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,6 +54,12 @@ def add_class_parser(commands: argparse._SubParsersAction) -> None:
     cls.add_argument("--block-size", type=int, default=16, help="KV block size (the router is told the same)")
     cls.add_argument("--num-blocks", type=int, default=None, help="KV pool per replica (default: memory budget)")
     cls.add_argument("--log-dir", default=None, help="where each process's log goes (default: a temporary folder)")
+    cls.add_argument("--tour", action="store_true",
+                     help="once ready, send the same chats under round_robin then kv_aware from empty caches and say "
+                          "where each landed (watch the Live page); then the class goes on under --policy")
+    cls.add_argument("--tour-policies", nargs="+", choices=list(POLICIES), default=list(TOUR_POLICIES),
+                     help="the policies the tour compares, in order (default: round_robin kv_aware)")
+    cls.add_argument("--tour-delay", type=float, default=1.0, help="seconds between the tour's requests")
 
 
 def live_servers_text(config: ClusterConfig) -> str:
@@ -69,6 +79,19 @@ class Stop(Exception):
 
 def on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise Stop
+
+
+def tour(cluster: Cluster, args: argparse.Namespace, binary: str, say: Callable[[str], None]) -> None:
+    """The routing tour (:mod:`teaching.live.routing_tour`), then the router back on ``--policy``.
+
+    At a terminal each pass waits for Enter, so the teacher can open the Live page and talk first."""
+    pause = (lambda text: input(text)) if sys.stdin.isatty() else None
+    run_tour(cluster, say, policies=args.tour_policies, delay_s=args.tour_delay, pause=pause, binary=binary)
+    if cluster.config.policy != args.policy:
+        cluster.switch_policy(args.policy, binary)
+        say(f"Tour done; the router is back on {args.policy}.")
+    else:
+        say("Tour done.")
 
 
 def run_class(args: argparse.Namespace) -> int:
@@ -101,6 +124,8 @@ def run_class(args: argparse.Namespace) -> int:
             cluster.spawn("app", app_command(args.app_port, args.host), env=env, cwd=REPO)
             say(f"The app on http://{config.client_host}:{args.app_port} (Playground -> class server: the router; "
                 "Live: every replica)")
+        if args.tour:
+            tour(cluster, args, binary, say)
         say("Ready. Ctrl-C stops everything.")
         while True:
             gone = [name for name, process, _ in cluster.processes if process.poll() is not None]
@@ -108,7 +133,7 @@ def run_class(args: argparse.Namespace) -> int:
                 say(f"error: {', '.join(gone)} stopped; stopping the rest (logs in {log_dir})")
                 return 1
             time.sleep(1.0)
-    except ClusterError as exc:
+    except (ClusterError, TourError) as exc:
         say(f"error: {exc}")
         return 1
     except (KeyboardInterrupt, Stop):

@@ -223,6 +223,27 @@ class Cluster:
         process, log = self.spawn("router", router_command(binary, self.config, name))
         wait_healthy(self.config.router_url + "/health", process, log, timeout_s, f"vllm-router ({self.config.router_url})")
 
+    def stop_router(self) -> None:
+        """Stop the router (the replicas keep running, caches and all)."""
+        for entry in [e for e in self.processes if e[0] == "router"]:
+            stop_group(entry[1])
+            self.processes.remove(entry)
+
+    def switch_policy(self, policy: str, binary: str | None = None) -> None:
+        """A fresh router with another policy in front of the same replicas (same port, empty KV index)."""
+        if policy not in POLICIES:
+            raise ValueError(f"Unknown policy {policy!r}; choose one of {', '.join(POLICIES)}.")
+        self.stop_router()
+        self.config.policy = policy
+        self.start_router(binary)
+
+    def reset_prefix_caches(self) -> None:
+        """vLLM's ``POST /reset_prefix_cache`` on every replica: each publishes ``AllBlocksCleared``."""
+        for replica in self.config.replica_list():
+            request = urllib.request.Request(replica.url + "/reset_prefix_cache", method="POST", data=b"")
+            with urllib.request.urlopen(request, timeout=60) as response:
+                response.read()
+
     def served_model(self) -> str:
         """The name the replicas serve (the router's KV index is keyed by model)."""
         first = self.config.replica_list()[0]

@@ -26,6 +26,7 @@ REQUESTS_RUNNING = "vllm:num_requests_running"
 REQUESTS_WAITING = "vllm:num_requests_waiting"
 TTFT_SECONDS = "vllm:time_to_first_token_seconds"
 PROMPT_TOKENS = "vllm:prompt_tokens"
+REQUEST_SUCCESS = "vllm:request_success"
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
@@ -75,6 +76,8 @@ class ServerMetrics:
     requests_waiting: float | None
     ttft_count: float | None
     ttft_sum: float | None
+    prompt_tokens: float | None = None  # every prompt token the server was sent, cached or not
+    requests_finished: float | None = None  # vllm:request_success, every finish reason
 
     @property
     def hit_rate(self) -> float | None:
@@ -108,6 +111,8 @@ def server_metrics(samples: dict[str, float]) -> ServerMetrics:
         requests_waiting=samples.get(REQUESTS_WAITING),
         ttft_count=samples.get(TTFT_SECONDS + "_count"),
         ttft_sum=samples.get(TTFT_SECONDS + "_sum"),
+        prompt_tokens=_counter(samples, PROMPT_TOKENS),
+        requests_finished=_counter(samples, REQUEST_SUCCESS),
     )
 
 
