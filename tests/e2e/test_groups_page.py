@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.e2e.harness import ROOT, open_page, wait_idle
+from tests.e2e.harness import open_page, wait_idle
 
 pytestmark = pytest.mark.e2e
 
-SCREENSHOT = ROOT / "docs" / "screenshots" / "kv-cache-groups.png"
 
 
 @pytest.mark.parametrize("app_url", ["app_pages/groups.py"], indirect=True)
-def test_groups_page_draws_each_group(page, app_url) -> None:  # type: ignore[no-untyped-def]
+def test_groups_page_draws_each_group(page, app_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
     page.set_viewport_size({"width": 1024, "height": 768})
     open_page(page, app_url)
     page.wait_for_selector(".kvg", timeout=60_000)
@@ -31,8 +28,7 @@ def test_groups_page_draws_each_group(page, app_url) -> None:  # type: ignore[no
     assert row[-3:] == ["0", "12", "0"]
     assert view.locator("table.hits td.cut").count() >= 1
     wait_idle(page)
-    Path(SCREENSHOT).parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT))
+    page.screenshot(path=str(tmp_path / "kv-cache-groups.png"))  # a test leaves the docs' pictures alone
 
     # A scenario without a window says what to add instead of failing.
     page.locator("[data-testid=stExpander] summary").first.click()
@@ -41,7 +37,7 @@ def test_groups_page_draws_each_group(page, app_url) -> None:  # type: ignore[no
     page.wait_for_function("() => document.body.innerText.includes('layers sliding:8,full')", timeout=30_000)
 
 
-def test_sliding_window_lesson_plays_at_1024x768(page, app_url) -> None:  # type: ignore[no-untyped-def]
+def test_sliding_window_lesson_plays_at_1024x768(page, app_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Lesson 12 on the Lessons page: its pool picture and questions render, with nothing cut off."""
     from tests.e2e.test_lessons import OVERFLOW_JS
 
@@ -53,4 +49,4 @@ def test_sliding_window_lesson_plays_at_1024x768(page, app_url) -> None:  # type
     assert "Which blocks are evicted" in main
     assert page.evaluate(OVERFLOW_JS) == []
     wait_idle(page)
-    page.screenshot(path=str(ROOT / "docs" / "screenshots" / "lesson-12.png"))
+    page.screenshot(path=str(tmp_path / "lesson-12.png"))
