@@ -35,7 +35,9 @@ def vllm(tmp_path_factory):
     events_port = free_port(ZMQ_PORTS)
     replay_port = free_port(range(events_port + 1, ZMQ_PORTS.stop))
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    server = start_vllm(python, resolve_model_folder(DEFAULT_MODEL), http_port, events_port, replay_port, log)
+    # Eager: the model's forward is not what is tested here, and compiling it takes minutes on a CPU.
+    server = start_vllm(python, resolve_model_folder(DEFAULT_MODEL), http_port, events_port, replay_port, log,
+                        extra_args=("--enforce-eager",))
     try:
         if not wait_healthy(server):
             pytest.fail(f"vLLM did not become healthy:\n{server.log_tail()}")

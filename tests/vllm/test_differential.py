@@ -1,7 +1,8 @@
 """PrefixLab's cache against the real vLLM wheels, one run per reproduced version.
 
-Each run starts the core venv's python (vLLM's pure-Python core importable, built by
-``vllm-env core VERSION``) on :mod:`tests.vllm.differential`, which replays seeded random traces
+Each run has the core venv's python (vLLM's pure-Python core importable, built by
+``vllm-env core VERSION``; one warm process per venv, see :mod:`tests.vllm.venv_runner`) run
+:mod:`tests.vllm.differential`, which replays seeded random traces
 on vLLM's ``KVCacheManager``/``BlockPool`` and on ours with the matching ``vllm_version``, and
 compares after every operation. The venvs live outside the project (a few GB each): the tests
 skip, saying which venv is missing, when it is absent.
@@ -11,16 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from engine.vllm_versions import VLLM_VERSIONS
+from tests.vllm.venv_runner import VenvRunners
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-#: Traces per version: ~2,400 operations take about 20 s beside ~50 s of importing vLLM and torch.
+#: Traces per version: ~2,400 operations, about 20 s (vLLM and torch are imported once per venv and session).
 NUM_TRACES = 20
 OPS_PER_TRACE = 120
 
@@ -35,18 +35,14 @@ def core_python(wheel: str) -> Path:
     return vllm_env_dir() / f"core-{wheel}" / "bin" / "python"
 
 
-def run_differential(version: str, *, traces: int = NUM_TRACES, seed: int = 0) -> dict:
+def run_differential(venvs: VenvRunners, version: str, *, traces: int = NUM_TRACES, seed: int = 0) -> dict:
     wheel = VLLM_VERSIONS[version].wheel
     python = core_python(wheel)
     if not python.exists():
         pytest.skip(f"no vLLM {wheel} core venv at {python.parent.parent} "
                     f"(build it with `vllm-env core {wheel}`, or set PREFIXLAB_VLLM_ENV_DIR)")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "VLLM_LOGGING_LEVEL": "ERROR"}
-    proc = subprocess.run(
-        [str(python), "-m", "tests.vllm.differential", "--version", version,
-         "--traces", str(traces), "--ops", str(OPS_PER_TRACE), "--seed", str(seed)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )
+    proc = venvs.run(python, "tests.vllm.differential", "--version", version,
+                     "--traces", str(traces), "--ops", str(OPS_PER_TRACE), "--seed", str(seed), timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no result from the runner (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     result = json.loads(lines[-1])
@@ -56,8 +52,8 @@ def run_differential(version: str, *, traces: int = NUM_TRACES, seed: int = 0) -
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("version", list(VLLM_VERSIONS))
-def test_cache_matches_real_vllm(version):
-    result = run_differential(version)
+def test_cache_matches_real_vllm(vllm_venvs, version):
+    result = run_differential(vllm_venvs, version)
     print(json.dumps(result), file=sys.stderr)
     assert result["vllm"] == VLLM_VERSIONS[version].wheel
     assert result["traces"] == NUM_TRACES and result["operations"] == NUM_TRACES * OPS_PER_TRACE

@@ -9,37 +9,32 @@ time and expects the comparison to catch it.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 
 import pytest
 
-from tests.vllm.test_differential import REPO_ROOT, core_python
+from tests.vllm.test_differential import core_python
+from tests.vllm.venv_runner import VenvRunners
 
 WHEEL = "0.33.0"
 NUM_TRACES = 50
 OPS_PER_TRACE = 120
 
 
-def run_hybrid(*args: str) -> tuple[int, dict]:
+def run_hybrid(venvs: VenvRunners, *args: str) -> tuple[int, dict]:
     python = core_python(WHEEL)
     if not python.exists():
         pytest.skip(f"no vLLM {WHEEL} core venv at {python.parent.parent} "
                     f"(build it with `vllm-env core {WHEEL}`, or set PREFIXLAB_VLLM_ENV_DIR)")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "VLLM_LOGGING_LEVEL": "ERROR"}
-    proc = subprocess.run(
-        [str(python), "-m", "tests.vllm.hybrid_differential", *args],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )
+    proc = venvs.run(python, "tests.vllm.hybrid_differential", *args, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no result from the runner (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     return proc.returncode, json.loads(lines[-1])
 
 
 @pytest.mark.vllm
-def test_hybrid_groups_match_vllm_033():
-    code, result = run_hybrid("--traces", str(NUM_TRACES), "--ops", str(OPS_PER_TRACE), "--seed", "0")
+def test_hybrid_groups_match_vllm_033(vllm_venvs):
+    code, result = run_hybrid(vllm_venvs, "--traces", str(NUM_TRACES), "--ops", str(OPS_PER_TRACE), "--seed", "0")
     print(json.dumps(result), file=sys.stderr)
     assert code == 0 and "error" not in result, result.get("error")
     assert result["vllm"] == WHEEL
@@ -56,7 +51,7 @@ def test_hybrid_groups_match_vllm_033():
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("rule", ["skip-one-more", "window-blocks", "no-release"])
-def test_a_broken_window_rule_is_caught(rule):
+def test_a_broken_window_rule_is_caught(vllm_venvs, rule):
     # Each of these rules diverges within the first ten traces; the run stops at the first difference.
-    code, result = run_hybrid("--traces", "10", "--ops", str(OPS_PER_TRACE), "--seed", "0", "--break", rule)
+    code, result = run_hybrid(vllm_venvs, "--traces", "10", "--ops", str(OPS_PER_TRACE), "--seed", "0", "--break", rule)
     assert code == 1 and "error" in result, f"breaking {rule!r} went unnoticed: {result}"

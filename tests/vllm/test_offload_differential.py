@@ -8,36 +8,32 @@ once per deliberately broken rule, which must be caught. Skips, naming the venv,
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 
 import pytest
 
-from tests.vllm.test_differential import REPO_ROOT, core_python
+from tests.vllm.test_differential import core_python
+from tests.vllm.venv_runner import VenvRunners
 
 WHEEL = "0.33.0"
 TRACES, OPS = 40, 150  # per policy: 12,000 compared operations in all
 
 
-def run_offload_differential(broken: str = "") -> tuple[int, dict]:
+def run_offload_differential(venvs: VenvRunners, broken: str = "") -> tuple[int, dict]:
     python = core_python(WHEEL)
     if not python.exists():
         pytest.skip(f"no vLLM {WHEEL} core venv at {python.parent.parent} "
                     f"(build it with `vllm-env core {WHEEL}`, or set PREFIXLAB_VLLM_ENV_DIR)")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "VLLM_LOGGING_LEVEL": "ERROR"}
-    command = [str(python), "-m", "tests.vllm.offload_differential", "--traces", str(TRACES), "--ops", str(OPS)]
-    if broken:
-        command += ["--break", broken]
-    proc = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    args = ["--traces", str(TRACES), "--ops", str(OPS), *(["--break", broken] if broken else [])]
+    proc = venvs.run(python, "tests.vllm.offload_differential", *args, timeout=900)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     assert lines, f"no result from the runner (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
     return proc.returncode, json.loads(lines[-1])
 
 
 @pytest.mark.vllm
-def test_offload_tier_matches_vllm_at_every_operation():
-    rc, result = run_offload_differential()
+def test_offload_tier_matches_vllm_at_every_operation(vllm_venvs):
+    rc, result = run_offload_differential(vllm_venvs)
     print(json.dumps(result), file=sys.stderr)
     assert rc == 0 and result["divergences"] == 0, result.get("first_divergence")
     assert result["traces"] == 2 * TRACES and result["operations"] == 2 * TRACES * OPS
@@ -46,6 +42,6 @@ def test_offload_tier_matches_vllm_at_every_operation():
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("rule", ["lru-head-first", "arc-store-is-reuse"])
-def test_a_broken_policy_rule_is_caught(rule):
-    rc, result = run_offload_differential(rule)
+def test_a_broken_policy_rule_is_caught(vllm_venvs, rule):
+    rc, result = run_offload_differential(vllm_venvs, rule)
     assert rc == 1 and result["divergences"] == 1, result
