@@ -6,11 +6,14 @@ through the shared ``vllm-bench-serve`` tool (vLLM's ``vllm.benchmarks.serve`` i
 venv). The two servers run one after the other in this one invocation, each alone on the machine, on
 the same converted SmolLM2 folder, block size 32 (vLLM's CPU attention wants a multiple of 32), fp32.
 
-Printed: output throughput, mean/median time per output token, TTFT p50/p99, failed requests, each
-as PrefixLab / vLLM; and whether the greedy texts are equal prompt by prompt (the client saves every
-generated text with ``--save-detailed``; both see the same prompts, from the same seed).
+Printed as the README's Markdown table: output throughput, mean/median time per output token, TTFT
+p50/p99, failed requests, each as PrefixLab / vLLM; then whether the greedy texts are equal prompt by
+prompt (the client saves every generated text with ``--save-detailed``; both see the same prompts,
+from the same seed). vLLM binds its threads to every core; PrefixLab keeps its own thread rule unless
+``--prefixlab-threads N`` fixes it (on a shared machine a fixed count was far slower: see
+docs/benchmarks.md).
 
-Run: ``python -m bench.serve_vs_vllm [--num-prompts 48] [--concurrency 8]``. The load average is
+Run: ``python -m bench.serve_vs_vllm [--num-prompts 48] [--concurrency 8] [--prefixlab-threads N]``. The load average is
 printed: on a shared machine absolute numbers drift, the ratios side by side much less.
 """
 
@@ -28,10 +31,10 @@ from pathlib import Path
 from bench.server_process import REPO, free_ports, start_server
 from bench.vllm_server import BLOCK_SIZE, SERVED_NAME, start_vllm, wait_healthy
 
-#: The numbers compared, from vLLM's result JSON: (key, label, higher is better).
-METRICS = (("output_throughput", "output tokens/s", True), ("mean_tpot_ms", "TPOT mean (ms)", False),
-           ("median_tpot_ms", "TPOT p50 (ms)", False), ("median_ttft_ms", "TTFT p50 (ms)", False),
-           ("p99_ttft_ms", "TTFT p99 (ms)", False), ("failed", "failed requests", False))
+#: The numbers compared, from vLLM's result JSON: (key, label, unit), each printed as PrefixLab / vLLM.
+METRICS = (("output_throughput", "output tokens/s", ""), ("mean_tpot_ms", "time per output token, mean", " ms"),
+           ("median_tpot_ms", "time per output token, p50", " ms"), ("median_ttft_ms", "TTFT p50", " ms"),
+           ("p99_ttft_ms", "TTFT p99", " ms"), ("failed", "failed requests", ""))
 #: Pool of each server, in blocks of BLOCK_SIZE tokens: room for every request in flight and their prefixes.
 NUM_BLOCKS = 512
 
@@ -71,8 +74,10 @@ def bench_vllm(python: Path, folder: str, work: Path, args: argparse.Namespace) 
 
 
 def bench_prefixlab(folder: str, work: Path, args: argparse.Namespace) -> dict:
+    # The server's own thread rule unless --prefixlab-threads fixes the count (``prefixlab serve --threads``).
+    threads = ("--threads", str(args.prefixlab_threads)) if args.prefixlab_threads else ()
     server = start_server("--block-size", str(BLOCK_SIZE), "--num-blocks", str(NUM_BLOCKS), "--served-model-name",
-                          SERVED_NAME, "--max-concurrent-per-client", "64", "--max-num-seqs", "64",
+                          SERVED_NAME, "--max-concurrent-per-client", "64", "--max-num-seqs", "64", *threads,
                           log_dir=work, kv_events=True, timeout_s=900)  # vLLM publishes its events too
     try:
         return run_client(server.url, SERVED_NAME, folder, work / "prefixlab.json", args.num_prompts, args.concurrency)
@@ -81,15 +86,16 @@ def bench_prefixlab(folder: str, work: Path, args: argparse.Namespace) -> dict:
 
 
 def report(ours: dict, theirs: dict) -> str:
-    lines = [f"{'':<18}{'PrefixLab':>11}{'vLLM':>11}{'ratio':>9}"]
-    for key, label, higher_better in METRICS:
+    """The comparison as the README's Markdown table, then the greedy texts compared prompt by prompt."""
+    lines = ["| | PrefixLab | vLLM | ratio |", "|---|---:|---:|---:|"]
+    for key, label, unit in METRICS:
         a, b = float(ours.get(key, 0)), float(theirs.get(key, 0))
-        ratio = f"{a / b:.2f}x" if b else "-"
-        lines.append(f"{label:<18}{a:>11.1f}{b:>11.1f}{ratio:>9}" + ("" if key == "failed" else
-                     f"   ({'higher' if higher_better else 'lower'} is better)"))
+        digits = 1 if key in ("output_throughput", "mean_tpot_ms", "median_tpot_ms") else 0
+        ratio = "" if key == "failed" else (f"{a / b:.2f}x" if b else "-")
+        lines.append(f"| {label} | {a:,.{digits}f}{unit} | {b:,.{digits}f}{unit} | {ratio} |")
     texts_a, texts_b = ours.get("generated_texts", []), theirs.get("generated_texts", [])
     same = sum(a == b for a, b in zip(texts_a, texts_b, strict=False))
-    lines.append(f"greedy texts equal: {same} of {len(texts_b)} prompts")
+    lines.append(f"\nGreedy texts equal for {same} of {len(texts_b)} prompts.")
     for index, (a, b) in enumerate(zip(texts_a, texts_b, strict=False)):
         if a != b:
             lines.append(f"  prompt {index}: PrefixLab {a[-40:]!r} / vLLM {b[-40:]!r}")
@@ -100,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-prompts", type=int, default=48)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--prefixlab-threads", type=int, default=None,
+                        help="fix PrefixLab's pass threads (`prefixlab serve --threads`), as vLLM's are bound to every "
+                             "core; default: the server's own rule (every core, one while the machine is busy)")
     args = parser.parse_args(argv)
     python = vllm_env_dir() / "cpu-0.32.0" / "bin" / "python"
     if not python.exists():

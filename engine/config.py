@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from engine.errors import ConfigError
@@ -11,6 +13,18 @@ from engine.vllm_versions import DEFAULT_VLLM_VERSION, VllmVersion, get_vllm_ver
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 BACKENDS = ("model", "simulator")
+#: Environment variables that fix the forward passes' CPU thread count, first found wins
+#: (:mod:`engine.model.threads`); ``prefixlab serve --threads`` sets the first.
+NUM_THREADS_VARIABLES = ("PREFIXLAB_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def fixed_num_threads(env: Mapping[str, str] = os.environ) -> int | None:
+    """A thread count the user chose, if any (read without torch: a process decides before torch loads)."""
+    for name in NUM_THREADS_VARIABLES:
+        value = env.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
 
 
 @dataclass

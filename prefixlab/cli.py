@@ -14,9 +14,10 @@ benchmark (``bench/prefix_cache.py``); ``bench engine`` the engine-speed one (``
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from engine.config import DEFAULT_MODEL
+from engine.config import DEFAULT_MODEL, NUM_THREADS_VARIABLES
 from engine.errors import ConfigError, PrefixLabError
 from engine.runtime.host import tune_host
 from engine.runtime.huge_pages import restart_on_huge_pages
@@ -204,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="seconds before a request is stopped")
     srv.add_argument("--executor", choices=["worker", "in-process"], default="worker",
                      help="where forward passes run: a worker process beside the HTTP server (default), or in it")
+    srv.add_argument("--threads", type=int, default=None,
+                     help="give the forward passes this many cores: every pass uses N threads whatever the load, "
+                          "as vLLM's VLLM_CPU_OMP_THREADS_BIND does (default: every core, one while the machine is busy)")
     srv.add_argument("--block-size", type=int, default=engine_defaults.block_size)
     srv.add_argument("--num-blocks", type=int, default=None, help="KV pool size (default: from the memory budget)")
     srv.add_argument("--prefix-caching-hash-algo", default=engine_defaults.hash_algo,
@@ -250,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_class(args)  # child processes load the model
     from transformers.utils import logging as hf_logging  # keep the terminal for our own output
 
+    if args.command == "serve" and args.threads:  # cores given to the server (its worker inherits this)
+        os.environ[NUM_THREADS_VARIABLES[0]] = str(args.threads)
     tune_host()  # before torch loads: OpenMP's wait policy (engine.runtime.host)
 
     hf_logging.set_verbosity_error()

@@ -7,7 +7,8 @@ average ~20: a batch-1 decode step took 135-490 ms on 1 thread and 3300-4600 ms 
 runner checks the load now and then and uses one thread while others want the cores.
 
 ``PREFIXLAB_NUM_THREADS=N`` (or ``OMP_NUM_THREADS``) fixes the count instead (the benchmarks do,
-so that the limits they measure and the engine use the same threads).
+so that the limits they measure and the engine use the same threads; ``prefixlab serve --threads N``
+too, as vLLM binds its threads to the cores it is given).
 """
 
 from __future__ import annotations
@@ -17,17 +18,12 @@ import time
 
 import torch
 
+from engine.config import fixed_num_threads
+
+__all__ = ["RECHECK_S", "ThreadPolicy", "fixed_num_threads", "threads_for_load"]
+
 #: Seconds between two looks at the load average (it is itself a 1-minute average).
 RECHECK_S = 2.0
-
-
-def fixed_num_threads() -> int | None:
-    """A thread count the user chose, if any."""
-    for name in ("PREFIXLAB_NUM_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(name, "")
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    return None
 
 
 def threads_for_load(load: float, cores: int) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 
+from engine.config import fixed_num_threads
+
 
 def machine_is_busy() -> bool:
     """More runnable processes than cores right now (1-minute load average)."""
@@ -25,7 +27,12 @@ def tune_host(env: MutableMapping[str, str] = os.environ, busy: bool | None = No
     the fast choice (a cached-prefix step took 117 ms spinning vs 170 ms sleeping on 2 cores). On a
     busy one a spinning thread steals the core its partner needs and small matmuls, like a decode
     step's, get 10-50x slower; sleeping then wins. So: sleep only when the machine is already busy.
+    A process whose thread count is fixed (``prefixlab serve --threads``, ``PREFIXLAB_NUM_THREADS``)
+    was given its cores, as vLLM's thread binding takes them: it spins, whatever the load when it
+    starts (which, on a machine that just ran another server, says little about the next hour).
     A value the user set is kept.
     """
-    if machine_is_busy() if busy is None else busy:
+    if busy is None:
+        busy = machine_is_busy() and fixed_num_threads(env) is None
+    if busy:
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")

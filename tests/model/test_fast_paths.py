@@ -18,6 +18,7 @@ from engine.model.layers import Projection, onednn_packs_linear, rms_norm
 from engine.model.llama import LlamaForward
 from engine.model.loader import load_model
 from engine.model.threads import threads_for_load
+from engine.runtime import host
 
 
 def test_projections_are_made_once_per_model_and_compute_what_the_hf_layers_do(tiny_model_dirs):
@@ -128,6 +129,20 @@ def test_one_thread_while_others_want_the_cores():
     assert threads_for_load(2.0, 2) == 2  # our own two threads
     assert threads_for_load(3.5, 2) == 1
     assert threads_for_load(20.0, 16) == 1 and threads_for_load(9.0, 16) == 16
+
+
+def test_openmp_sleeps_on_a_busy_machine_unless_the_threads_were_given_their_cores(monkeypatch):
+    monkeypatch.setattr(host.os, "getloadavg", lambda: (50.0, 50.0, 50.0))
+    env: dict[str, str] = {}
+    host.tune_host(env)
+    assert env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    given = {"PREFIXLAB_NUM_THREADS": "2"}  # `prefixlab serve --threads 2`
+    host.tune_host(given)
+    assert "OMP_WAIT_POLICY" not in given
+    monkeypatch.setattr(host.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    quiet: dict[str, str] = {}
+    host.tune_host(quiet)
+    assert quiet == {}
 
 
 def test_decodes_sharing_their_context_read_it_once_and_equal_one_request_at_a_time():

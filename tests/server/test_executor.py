@@ -5,6 +5,7 @@ server, as vLLM runs its engine core apart from its API server; ``--executor in-
 from __future__ import annotations
 
 import json
+import os
 
 import psutil
 
@@ -34,6 +35,20 @@ def test_in_process_executor_starts_no_worker(tmp_path, tiny_model_dirs):
                           "--block-size", "4", "--executor", "in-process", log_dir=tmp_path, kv_events=False)
     try:
         assert worker_children(server) == []
+        assert complete(server)["usage"]["completion_tokens"] == 6
+    finally:
+        server.stop()
+
+
+def test_threads_fix_the_workers_thread_count(tmp_path, tiny_model_dirs):
+    """``--threads N`` gives the passes N cores whatever the load (as vLLM binds its threads): the worker
+    inherits the fixed count (engine.model.threads), so OpenMP spins there too (tests/model/test_fast_paths.py)."""
+    server = start_server("--model", tiny_model_dirs["llama"], "--served-model-name", "tiny", "--num-blocks", "32",
+                          "--block-size", "4", "--threads", "1", log_dir=tmp_path, kv_events=False)
+    try:
+        (worker,) = worker_children(server)
+        assert worker.environ().get("PREFIXLAB_NUM_THREADS") == "1"
+        assert worker.environ().get("OMP_WAIT_POLICY") == os.environ.get("OMP_WAIT_POLICY")  # not chosen by the load
         assert complete(server)["usage"]["completion_tokens"] == 6
     finally:
         server.stop()
