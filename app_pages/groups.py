@@ -1,22 +1,34 @@
 """KV cache groups: a hybrid model's block tables, one per group, after any line of its scenario.
 
-Thin page: a scenario with a 'layers' line (lesson 12's by default), a slider over its lines, and
-the groups view (teaching.pages.groups -> viz.groups). Hybrid scenarios run on the simulator with
-the layer pattern they name, under vLLM 0.33's rules.
+Thin page: a scenario with a 'layers' line (lesson 12's by default), a slider over its lines, and the
+player showing the shared pool with one block table per group below it (teaching.pages.groups builds
+the groups, ui.lab_player draws them). Hybrid scenarios run on the simulator with the layer pattern
+they name, under vLLM 0.33's rules.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from teaching.pages.groups import groups_view
+from engine.timeline import block_contents
+from teaching.pages.groups import groups_panel, groups_view
+from teaching.pages.playback import Playback, line_steps, playback
 from teaching.scenarios.library import HYBRID_SLIDING_WINDOW
-from teaching.scenarios.scenario import ScenarioError, Step, parse_scenario
+from teaching.scenarios.scenario import ScenarioError, Step, parse_scenario, run_scenario
+from ui.lab_player import PlayerArgs, player, timeline_id
+from ui.projector import projector_on
 from ui.text import plain_md
-from viz.groups import groups_html
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def timeline(text: str) -> tuple[Playback, dict[int, int]]:
+    """The whole scenario's timeline for the player, and where each line ends in it."""
+    run = run_scenario(text)
+    return playback(run, block_contents(run.events)), line_steps(run.spans)
 
 
 def main() -> None:
+    projector = projector_on()
     st.markdown("#### KV cache groups")
     st.caption("Hybrid scenarios run on the simulator with the layer pattern they name (vLLM 0.33's hybrid "
                "KV cache: one pool, one block table per group). The real model keeps one group.")
@@ -38,10 +50,12 @@ def main() -> None:
                                format_func=lambda n: f"{n}: {sources[n]}"[:60], key="groups_line")
     try:
         view = groups_view(scenario, line_no)
+        data, at = timeline(text)
     except (ScenarioError, ValueError) as exc:
         st.error(plain_md(str(exc)))
         return
-    st.html(groups_html(view))
+    player(PlayerArgs(data=data, data_id=timeline_id("groups", text), step=at.get(line_no, 0), mode="view",
+                      groups=groups_panel(view), projector=projector), key="groups_player")
 
 
 main()

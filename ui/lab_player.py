@@ -5,9 +5,10 @@ whole timeline once (a :class:`teaching.pages.playback.Playback`) and plays it c
 autoplay, the transitions between states and "predict the victim" cost the server nothing. It returns
 ``{"step", "block", "nonce"}`` only when playback rests, so the URL can follow.
 
-Three pages draw with it: the lab (``mode="lab"``: every control), the Playground's engine view
-(``"engine"``: the transport, no predict) and the lessons (``"view"``: no controls; the lesson's own
-Next button moves ``step``). :class:`PlayerArgs` is the whole message, checked before it is sent; the
+Five pages draw with it: the lab (``mode="lab"``: every control), the Playground's engine view
+(``"engine"``: the transport, no predict), the lessons (``"view"``: no controls; the lesson's own
+Next button moves ``step``), and in ``"view"`` mode too the KV cache groups page (with ``groups``) and
+the second-tier page (with ``host``), each moved by its own line slider. :class:`PlayerArgs` is the whole message, checked before it is sent; the
 JavaScript side reads it as ``docs/player.md`` describes. Colours come from :func:`viz.theme.player_css`.
 """
 
@@ -21,7 +22,7 @@ import msgspec
 import streamlit.components.v1 as components
 
 from teaching.pages.lab import LabRuns, alignment
-from teaching.pages.playback import Playback, checked
+from teaching.pages.playback import GroupsPanel, HostPanel, Playback, checked
 from viz.free_queue import QUEUE_MARKS
 from viz.theme import FILL_STATES, NO_HASH, OUTLINES, STATE_GLYPHS, STATE_LABELS, player_css
 
@@ -70,6 +71,8 @@ class PlayerArgs(msgspec.Struct, frozen=True):
     notes: list[str] = msgspec.field(default_factory=lambda: ["", ""])
     touched: list[int] | None = None  # outline these instead of the current event's blocks (a lesson's line)
     ack: str | int | None = None  # the nonce of the last value the page applied (opaque: echoed back as sent)
+    groups: GroupsPanel | None = None  # a hybrid model's per-group block tables at ``step`` (the groups page)
+    host: HostPanel | None = None  # the host tier under the pool at ``step`` (the second-tier page)
 
     def __post_init__(self) -> None:
         if not 0 <= self.step < len(self.data.frames):

@@ -4,6 +4,7 @@ For each group: its spec, each live request's block table in that group (``None`
 window released a block and the null block stands), and the blocks the window has released so
 far. For each request: how many prompt tokens each group alone would serve if the prompt came
 again now, and what the hybrid hit search agrees on (a hit one group allows and another does not).
+:func:`groups_panel` hands it to the player (``teaching.pages.playback.GroupsPanel``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from engine.events import BlocksReleased
 from engine.kv_cache.grouped_manager import GroupedKVCacheManager
 from teaching.lessons.answers import engine_state_after
+from teaching.pages.playback import GroupHit, GroupsPanel, GroupTable
 from teaching.scenarios.scenario import Scenario, parse_scenario
 
 
@@ -79,3 +81,16 @@ def groups_view(scenario: Scenario | str, line_no: int) -> GroupsView:
         _, agreed = coordinator.find_longest_cache_hit(request.block_hashes, max_length)
         hits.append(HitState(rid, request.num_prompt_tokens, per_group, agreed))
     return GroupsView(line_no, manager.block_size, groups, hits, manager.block_pool.get_num_free_blocks())
+
+
+def group_title(group: GroupState) -> str:
+    kind = f"sliding window of {group.sliding_window} tokens" if group.kind == "sliding_window" else "full attention"
+    return f"Group {group.group_idx} · {kind}"
+
+
+def groups_panel(view: GroupsView) -> GroupsPanel:
+    """The groups as the player draws them under the pool."""
+    tables = [GroupTable(g.group_idx, group_title(g), g.kind == "sliding_window", list(g.tables.items()), g.released)
+              for g in view.groups]
+    hits = [GroupHit(h.request_id, h.num_prompt_tokens, h.per_group, h.agreed) for h in view.hits]
+    return GroupsPanel(tables, hits, view.num_free_blocks)

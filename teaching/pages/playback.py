@@ -2,7 +2,9 @@
 
 The browser player (``ui/lab_player/``) is the one renderer of the pool, the free queue, the block
 tables and the hash table, wherever they appear: the lab (a scenario), the lessons (a scenario, stepped
-line by line) and the Playground (the session's real engine). All three hand it a :class:`Playback`.
+line by line), the Playground (the session's real engine), and the KV cache groups and second-tier pages
+(a scenario, with a :class:`GroupsPanel` or a :class:`HostPanel` for the line shown). All hand it a
+:class:`Playback`.
 The shapes here are the contract with the JavaScript side, documented in ``docs/player.md``: rows
 marked ``array_like`` travel as JSON arrays (``[request_id, status, block_ids, states]``), the rest as
 objects with these field names.
@@ -115,6 +117,48 @@ class Playback(msgspec.Struct, frozen=True):
             raise ValueError("the first frame's event count is negative")
         if any(not 0 <= q.ask_at < q.reveal_at <= last for q in self.questions):
             raise ValueError("a question is asked or revealed outside the frames")
+
+
+class GroupTable(msgspec.Struct, frozen=True):
+    """One KV cache group's block tables: ``rows`` are ``[request_id, block_ids]``, ``None`` (null) where the
+    group's window released a block and the null block stands; ``released``: what the window gave back so far."""
+
+    group_idx: int
+    title: str
+    sliding: bool
+    rows: list[tuple[str, list[int | None]]]
+    released: list[int]
+
+
+class GroupHit(msgspec.Struct, array_like=True, frozen=True):
+    """If this prompt came again now: the tokens each group alone would serve, and what all groups agree on."""
+
+    request_id: str
+    num_prompt_tokens: int
+    per_group: list[int]
+    agreed: int
+
+
+class GroupsPanel(msgspec.Struct, frozen=True):
+    """A hybrid model's KV cache groups at the shown step (the "KV cache groups" page)."""
+
+    tables: list[GroupTable]
+    hits: list[GroupHit]
+    num_free_blocks: int
+
+
+class HostBlock(msgspec.Struct, array_like=True, frozen=True):
+    """One block of the host tier: its tokens as words, and whether it just spilled there."""
+
+    words: str
+    stored: bool
+
+
+class HostPanel(msgspec.Struct, frozen=True):
+    """The host tier (CPU) under the device pool at the shown step, oldest store first, and what moved."""
+
+    blocks: list[HostBlock]
+    notes: list[str]
 
 
 def checked(value: msgspec.Struct) -> dict[str, Any]:
@@ -346,6 +390,11 @@ def playback(tape: Tape, contents: dict[bytes, list[int]], *, last: int | None =
     questions = [] if offset else predict_questions(tape, free_queues)  # a question needs its whole run
     return Playback(policy=tape.free_policy, num_blocks=tape.num_blocks, block_size=tape.block_size,
                     frames=frames, jumps=jumps, questions=questions, offset=offset)
+
+
+def line_steps(spans: list[ActionSpan]) -> dict[int, int]:
+    """Each scenario line's position in the timeline: the state after its last event (line 0: the start)."""
+    return {0: 0, **{span.action.line_no: span.end for span in spans}}
 
 
 def engine_playback(engine: LLMEngine, text: TokenText, contents: dict[bytes, list[int]],

@@ -4,7 +4,8 @@ Read off the event log only (as every view is): the device side from the timelin
 block's hash, ref count, whether it is free), the host side from the KV events whose ``medium`` is
 "CPU" (a hash enters when its copy lands, leaves when the tier evicts it). Between two lines, the
 blocks that *spilled* (entered the tier) and those *loaded back* (a request's cached tokens that
-the device pool did not supply) are named, so a student can watch them go and come back.
+the device pool did not supply) are named, so a student can watch them go and come back. The player
+draws the device pool; :func:`host_panel` gives it the host tier to draw below.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from engine.events import MEDIUM_GPU, BlockRemoved, BlockStored, BlocksTouched, RequestScheduled
 from engine.hashing import BlockHash, short_hash
 from engine.timeline import block_contents
+from teaching.pages.playback import HostBlock, HostPanel
 from teaching.scenarios.scenario import ScenarioRun
 
 
@@ -70,3 +72,16 @@ def two_tier_views(run: ScenarioRun) -> list[TierView]:
                   for b in range(1, snapshot.num_blocks)]
         views.append(TierView(span.action.source, device, [words(h) for h in host], spilled, gone, loaded))
     return views
+
+
+def host_panel(view: TierView) -> HostPanel:
+    """The host tier after one line, for the player: its blocks (those that just spilled marked) and what moved."""
+    spilled = set(view.spilled)
+    notes = []
+    if view.spilled:
+        notes.append(f"Spilled to the host tier: {len(view.spilled)} block(s), " + ", ".join(view.spilled))
+    if view.evicted_from_host:
+        notes.append("Evicted from the host tier: " + ", ".join(view.evicted_from_host))
+    notes += [f"Loaded back: {request_id} got {tokens} tokens from the host tier into fresh device blocks"
+              for request_id, tokens in view.loaded.items()]
+    return HostPanel([HostBlock(words, words in spilled) for words in view.host], notes)

@@ -14,8 +14,10 @@ pytestmark = pytest.mark.e2e
 def test_groups_page_draws_each_group(page, app_url, tmp_path) -> None:  # type: ignore[no-untyped-def]
     page.set_viewport_size({"width": 1024, "height": 768})
     open_page(page, app_url)
-    page.wait_for_selector(".kvg", timeout=60_000)
-    view = page.locator(".kvg")
+    player = page.frame_locator("iframe[title*=lab_player]").first  # the player draws the groups under the pool
+    player.locator("#groups h4").first.wait_for(timeout=60_000)
+    assert player.locator("[data-testid=prefixlab-player][data-mode=view] #pool .tile").count() > 2
+    view = player.locator("#groups")
     text = view.inner_text()
     assert "Group 0 · sliding window of 8 tokens" in text and "Group 1 · full attention" in text
     # The window released r1's first blocks: the null block stands in its sliding-window table only.
@@ -27,6 +29,7 @@ def test_groups_page_draws_each_group(page, app_url, tmp_path) -> None:  # type:
     row = view.locator("table.hits tr", has_text="r1").inner_text().split()
     assert row[-3:] == ["0", "12", "0"]
     assert view.locator("table.hits td.cut").count() >= 1
+    assert page.evaluate("() => document.scrollingElement.scrollWidth") <= 1024  # nothing runs off the side
     wait_idle(page)
     page.screenshot(path=str(tmp_path / "kv-cache-groups.png"))  # a test leaves the docs' pictures alone
 

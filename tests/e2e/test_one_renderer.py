@@ -1,5 +1,6 @@
-"""One renderer of the pool: the lab, a lesson and the Playground (after one request) draw the pool, the free
-queue, the block tables and the hash table with the same player component, in normal and projector mode."""
+"""One renderer of the pool: the lab, a lesson, the Playground (after one request), the KV cache groups page and
+the second-tier page draw the pool, the free queue, the block tables and the hash table with the same player
+component, in normal and projector mode."""
 
 from __future__ import annotations
 
@@ -47,7 +48,14 @@ def test_lab_lesson_and_playground_show_the_same_player(page, app_url, projector
     send_one_request(page, app_url, "?projector=1" if projector else "")
     playground = player_root(page, "engine")
     assert page.locator(".js-plotly-plot", has_text="Physical KV blocks").count() == 0  # no Plotly twin
-    shown = [lab, lesson, playground]
+    open_page(page, f"{app_url}/groups{'?projector=1' if projector else ''}")
+    groups = player_root(page, "view")
+    assert page.frame_locator(PLAYER).first.locator("#groups table.hits").count() == 1  # the groups drawn there too
+    open_page(page, f"{app_url}/second_tier{'?projector=1' if projector else ''}")
+    tier = player_root(page, "view")
+    assert page.frame_locator(PLAYER).first.locator("#host .hblock").count() > 0  # and the host tier
+    assert page.locator(".kvg, .tt-block").count() == 0  # no HTML twin left
+    shown = [lab, lesson, playground, groups, tier]
     assert len({p["title"] for p in shown}) == 1, shown  # one component
     assert all(p["tiles"] > 2 and p["chips"] > 0 and p["hashes"] for p in shown), shown
     assert all(p["projector"] is projector for p in shown), shown

@@ -192,10 +192,10 @@ def test_the_sliding_window_lesson_claims_hold():
 
 
 def test_groups_view_shows_released_blocks_and_a_cut_hit():
-    from teaching.pages.groups import groups_view
+    from teaching.pages.groups import groups_panel, groups_view
+    from teaching.pages.playback import checked
     from teaching.scenarios.library import HYBRID_SLIDING_WINDOW
     from teaching.scenarios.scenario import Step, parse_scenario
-    from viz.groups import groups_html
 
     scenario = parse_scenario(HYBRID_SLIDING_WINDOW)
     line = [a.line_no for a in scenario.actions if isinstance(a, Step)][-1]
@@ -206,8 +206,14 @@ def test_groups_view_shows_released_blocks_and_a_cut_hit():
     assert sliding.released and not full.released
     r1 = next(h for h in view.hits if h.request_id == "r1")
     assert r1.per_group == [0, 12] and r1.agreed == 0
-    html = groups_html(view)
-    assert html.count("class='blk null'") >= 4 and "class='cut'" in html
+    # What the player gets: per-group titles, null where the window released, the hits (checked against the schema).
+    panel = checked(groups_panel(view))
+    sliding_table, full_table = panel["tables"]
+    assert sliding_table["title"] == "Group 0 · sliding window of 8 tokens" and sliding_table["sliding"]
+    assert full_table["title"] == "Group 1 · full attention" and not full_table["sliding"]
+    assert dict(sliding_table["rows"])["r1"][:4] == [None] * 4 and None not in dict(full_table["rows"])["r1"]
+    assert sliding_table["released"] == sliding.released
+    assert ["r1", 16, [0, 12], 0] in panel["hits"]
     with pytest.raises(ValueError, match="layers"):
         groups_view("blocks 8\nrequest r: a b c d e\nrun", 3)
 

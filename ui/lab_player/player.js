@@ -53,6 +53,8 @@ function show(animate) {
   V.renderPool(f, shown, animate, look);
   V.renderFlow(f, L, animate, look, select);
   V.renderHashes(f, shown, animate, selected);
+  V.renderGroups(A.groups, A.theme);
+  V.renderHost(A.host, A.theme);
   V.renderCompare(f, A.other ? A.other.data.frames[A.other.align[S.pos]] : null, L, A.labels, A.notes, A.theme);
   renderPredict();
   renderControls();
@@ -194,6 +196,7 @@ onRender((args) => {
   $("theme").textContent = A.theme.css;
   $("player").classList.toggle("projector", !!A.projector);
   $("player").dataset.mode = A.mode;
+  $("player").classList.toggle("panels", !!(A.groups || A.host));  // a page of its own: the hash table grows
   document.body.classList.toggle("projector", !!A.projector);
   placeLegend(!!A.projector);
   V.renderLegend(A.theme, !!A.other);

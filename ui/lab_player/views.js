@@ -165,6 +165,43 @@ export function renderHashes(f, prev, animate, selected) {
     `<tr><th>hash</th><th>blocks</th><th>tokens</th></tr>${rows.join("")}</table>`;
 }
 
+// ---------- a hybrid model's KV cache groups: one block table per group, per-group hits ----------
+export function renderGroups(G, T) {
+  const box = $("groups");
+  if (!G) { box.hidden = true; box.innerHTML = ""; return; }
+  box.hidden = false;
+  const chip = (b) => b === null
+    ? `<span class="chip static null" data-state="null" title="released by the window: the null block stands here">${T.glyph.null}</span>`
+    : `<span class="chip static" data-state="in_use" title="block ${b}">${b}</span>`;
+  const tables = G.tables.map((g) => {
+    const rows = g.rows.map(([rid, ids]) => `<tr><th>${esc(rid)}</th><td>${ids.map(chip).join("")}</td></tr>`).join("");
+    const body = rows ? `<table class="gtable">${rows}</table>` : '<p class="note">No live request holds blocks in this group.</p>';
+    const released = g.sliding ? `<p class="note released">Released by the window so far: ${esc(g.released.join(", ") || "none yet")}</p>` : "";
+    return `<h4 data-group="${g.group_idx}">${esc(g.title)}</h4>${body}${released}`;
+  }).join("");
+  let hits = "";
+  if (G.hits.length) {
+    const head = G.tables.map((g) => `<th>group ${g.group_idx} alone</th>`).join("");
+    const rows = G.hits.map(([rid, prompt, per, agreed]) => `<tr><th>${esc(rid)}</th><td>${prompt}</td>` +
+      per.map((t) => `<td class="${t > agreed ? "cut" : ""}">${t}</td>`).join("") + `<td><b>${agreed}</b></td></tr>`).join("");
+    hits = `<h4>If each prompt came again now: cached tokens</h4><table class="hits"><tr><th>request</th><th>prompt</th>${head}` +
+      `<th>all groups</th></tr>${rows}</table><p class="note"><span class="cut">Marked</span>: a hit this group allows that another group does not.</p>`;
+  }
+  box.innerHTML = `<div class="ptitle">KV cache groups: one block table per group</div>${tables}${hits}` +
+    `<p class="note">${G.num_free_blocks} blocks in the free queue, shared by all groups.</p>`;
+}
+
+// ---------- the host tier (CPU) under the device pool ----------
+export function renderHost(H, T) {
+  const box = $("host");
+  if (!H) { box.hidden = true; box.innerHTML = ""; return; }
+  box.hidden = false;
+  const blocks = H.blocks.map(([words, stored]) => `<span class="hblock${stored ? " stored" : ""}" data-state="cached_free"` +
+    ` title="${stored ? "just spilled here" : "a copy in host memory"}">${esc(words)}</span>`).join("");
+  box.innerHTML = `<div class="ptitle">Host tier (CPU), ${H.blocks.length} blocks <small>outlined: just spilled</small></div>` +
+    `<div class="hrow">${blocks || '<span class="empty">empty</span>'}</div>` + H.notes.map((n) => `<p class="note">${esc(n)}</p>`).join("");
+}
+
 // ---------- compare: two free queues side by side ----------
 export function renderCompare(mine, theirs, S, labels, notes, T) {
   const box = $("compare");
