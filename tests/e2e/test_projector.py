@@ -178,7 +178,8 @@ def first_screen_misses(page, slug: str) -> list[str]:  # type: ignore[no-untype
     if box is None or box["y"] < 0 or box["y"] + box["height"] > SCREEN["height"]:
         missing.append(f"the Next button is at {box}")
     grid = page.locator("iframe[title*=lab_player]").first  # the player draws the lesson's pool
-    grid_box = grid.bounding_box() if grid.count() else None
+    grid.wait_for(timeout=30_000)  # its frame arrives a moment after the page's text
+    grid_box = grid.bounding_box()
     if grid_box is None or grid_box["y"] < 0 or grid_box["y"] + min(grid_box["height"], 120) > SCREEN["height"]:
         missing.append(f"the block picture is at {grid_box}")
     return missing
