@@ -264,8 +264,18 @@ def table_states(snap: CacheSnapshot, request_id: str, hits: dict[str, set[int]]
     ]
 
 
-def frame(tape: Tape, contents: dict[bytes, list[int]], snap: CacheSnapshot, pos: int) -> Frame:
-    """One state: pool, free queue, block tables, hash table, and the event card."""
+def frame(tape: Tape, contents: dict[bytes, list[int]], snap: CacheSnapshot, pos: int,
+          labels: dict[bytes, str] | None = None) -> Frame:
+    """One state: pool, free queue, block tables, hash table, and the event card.
+
+    ``labels``: each hash's token label, filled as they are met. A block's tokens never change, so
+    one playback decodes each hash's tokens once instead of once per state (a tokenizer's decode
+    is the costly part of a long Playground log).
+    """
+    labels = {} if labels is None else labels
+    for h in snap.hash_table:
+        if h not in labels:
+            labels[h] = tokens_label(contents.get(h), tape.token_text)
     event = tape.events[pos - 1] if pos else None
     hits = hit_blocks(tape.events, pos)
     return Frame(
@@ -274,7 +284,7 @@ def frame(tape: Tape, contents: dict[bytes, list[int]], snap: CacheSnapshot, pos
         fq=list(snap.free_queue),
         tables=[TableRow(rid, snap.request_status.get(rid, ""), list(ids), table_states(snap, rid, hits))
                 for rid, ids in snap.block_tables.items() if ids],
-        hashes=[HashRow(short_hash(h), list(ids), tokens_label(contents.get(h), tape.token_text))
+        hashes=[HashRow(short_hash(h), list(ids), labels[h])
                 for h, ids in snap.hash_table.items() if ids],
         evictions=snap.num_evictions,
         kind=event.kind if event is not None else "start",
@@ -381,9 +391,10 @@ def playback(tape: Tape, contents: dict[bytes, list[int]], *, last: int | None =
     total = len(tape.events)
     offset = max(0, total - last) if last is not None else 0
     frames, free_queues = [], []
+    labels: dict[bytes, str] = {}
     for pos in range(offset, total + 1):
         snap = timeline.state_at(pos)
-        frames.append(frame(tape, contents, snap, pos))  # use the cursor before moving it
+        frames.append(frame(tape, contents, snap, pos, labels))  # use the cursor before moving it
         free_queues.append(list(snap.free_queue))
     jumps = {name: [i + 1 - offset for i, e in enumerate(tape.events) if e.kind in kinds and i + 1 > offset]
              for name, kinds in JUMPS.items()}

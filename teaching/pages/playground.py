@@ -7,6 +7,7 @@ without loading a model.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,8 +101,12 @@ def build_prompt(mode: str, text: str, system: str = "", history: Sequence[dict[
     return messages + [{"role": "user", "content": text}]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def token_piece(tokenizer: Any, token_id: int) -> str:
-    """How one token reads on a block: special tokens kept, newlines as ↵, a bare space as ␣."""
+    """How one token reads on a block: special tokens kept, newlines as ↵, a bare space as ␣.
+
+    Kept per (tokenizer, token): the pictures of a long session decode the same tokens again and again.
+    """
     hf = getattr(tokenizer, "hf_tokenizer", None)
     text = hf.decode([token_id], skip_special_tokens=False) if hf is not None else tokenizer.decode([token_id])
     text = text.replace("\n", "↵").strip()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.config import EngineConfig
 from engine.errors import PrefixLabError
@@ -58,6 +59,7 @@ class PlaygroundSession:
     engine: LLMEngine | None = None
     engine_settings: EngineSettings | None = None
     class_results: list[tuple[str, RequestResult]] = field(default_factory=list)  # the class server's answers
+    drawn: dict[str, Any] = field(default_factory=dict)  # a finished request's picture, drawn once (it never changes)
 
     def __post_init__(self) -> None:
         if not (self.message or self.text):
@@ -98,6 +100,7 @@ class PlaygroundSession:
             config = EngineConfig(enable_prefix_caching=caching, block_size=block_size, vllm_version=free_policy,
                                   hash_algo=hash_algo)
             self.engine = None  # the old pool goes back to the shared budget first
+            self.drawn = {}
             self.engine = build(config, kv_mib)
             self.engine_settings = settings
             self.history, self.chat, self.pending, self.queue = [], [], [], []
@@ -173,4 +176,4 @@ class PlaygroundSession:
 
     def clear(self) -> None:
         """Forget the engine: the next draw builds a fresh one with an empty pool."""
-        self.engine, self.error, self.notice = None, None, None
+        self.engine, self.error, self.notice, self.drawn = None, None, None, {}
