@@ -15,6 +15,7 @@ JavaScript side reads it as ``docs/player.md`` describes. Colours come from :fun
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -94,11 +95,39 @@ def theme() -> PlayerTheme:
     )
 
 
-def player(args: PlayerArgs, *, key: str) -> dict[str, Any] | None:
-    """Draw the player with ``args`` (checked first); the value it last sent, or None."""
-    message = checked(args)
+_checked_lock = threading.Lock()
+_checked_timelines: dict[int, tuple[Playback, dict[str, Any]]] = {}  # id -> (the timeline, checked(it))
+KEPT_TIMELINES = 64  # a few per session are alive at once; older entries go first
+
+
+def checked_timeline(data: Playback) -> dict[str, Any]:
+    """``checked(data)``, done once per timeline: a built timeline never changes (it is frozen), and
+    re-checking hundreds of frames on every rerun cost each page run tens of milliseconds under load."""
+    with _checked_lock:
+        kept = _checked_timelines.get(id(data))
+        if kept is None or kept[0] is not data:
+            while len(_checked_timelines) >= KEPT_TIMELINES:
+                _checked_timelines.pop(next(iter(_checked_timelines)))
+            kept = _checked_timelines[id(data)] = (data, checked(data))
+        return kept[1]
+
+
+def player_message(args: PlayerArgs) -> dict[str, Any]:
+    """What the player receives: ``checked(args)`` plus the theme, its timelines checked once each
+    (:func:`checked_timeline`); the small fields were checked when ``args`` was built
+    (:meth:`PlayerArgs.__post_init__`) and go as they are."""
+    message = {name: msgspec.to_builtins(getattr(args, name)) for name in args.__struct_fields__
+               if name not in ("data", "other")}
+    message["data"] = checked_timeline(args.data)
+    message["other"] = None if args.other is None else {"data": checked_timeline(args.other.data),
+                                                        "align": list(args.other.align)}
     message["theme"] = checked(theme())
-    return _component(**message, key=key, default=None)
+    return message
+
+
+def player(args: PlayerArgs, *, key: str) -> dict[str, Any] | None:
+    """Draw the player with ``args``; the value it last sent, or None."""
+    return _component(**player_message(args), key=key, default=None)
 
 
 def timeline_id(*parts: object) -> str:

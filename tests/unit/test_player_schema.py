@@ -7,10 +7,10 @@ import pytest
 
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.timeline import block_contents
-from teaching.pages.lab import build_runs
+from teaching.pages.lab import alignment, build_runs
 from teaching.pages.playback import EngineTape, Playback, checked, engine_playback, playback
 from teaching.scenarios.library import BUILTIN_SCENARIOS
-from ui.lab_player import PlayerArgs, theme
+from ui.lab_player import Other, PlayerArgs, player_message, theme
 
 
 def test_a_scenario_playback_travels_as_the_documented_json() -> None:
@@ -64,3 +64,17 @@ def test_a_long_log_sends_only_its_newest_states() -> None:
     assert all(0 < i <= 10 for targets in tail.jumps.values() for i in targets)
     assert [i + tail.offset for i in tail.jumps["hit"]] == [i for i in whole.jumps["hit"] if i > tail.offset]
     checked(tail)
+
+
+def test_the_sent_message_is_the_checked_args_with_each_timeline_checked_once() -> None:
+    runs = build_runs(BUILTIN_SCENARIOS["design-doc"])
+    vllm, classic = runs.playback("vllm"), runs.playback("classic")
+    args = PlayerArgs(data=vllm, data_id="x", step=5, other=Other(classic, alignment(runs.runs["vllm"], runs.runs["classic"])),
+                      labels=["a", "b"])
+    sent = player_message(args)
+    assert {k: v for k, v in sent.items() if k != "theme"} == checked(args)
+    assert sent["theme"] == checked(theme())
+    assert player_message(args)["data"] is sent["data"]  # the timeline is checked (and converted) once
+    broken = msgspec.structs.replace(vllm, frames=[*vllm.frames[:-1], msgspec.structs.replace(vllm.frames[-1], fq=["4"])])
+    with pytest.raises(msgspec.ValidationError):  # a new timeline is checked on its first render
+        player_message(PlayerArgs(data=broken, data_id="y", step=0))
