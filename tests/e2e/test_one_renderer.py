@@ -18,10 +18,15 @@ def player_root(page, mode: str) -> dict:  # type: ignore[no-untyped-def]
     frame = page.frame_locator(PLAYER).first
     frame.locator(f"{ROOT_EL}[data-mode={mode}] .tile").first.wait_for(timeout=60_000)
     title = page.locator(PLAYER).first.get_attribute("title")
+    page.wait_for_timeout(400)  # a frame that grew re-lays out after its resize settles (150 ms)
     return frame.locator(ROOT_EL).evaluate(
         "(el, title) => ({title, mode: el.dataset.mode, projector: el.classList.contains('projector'),"
         " tiles: el.querySelectorAll('#pool .tile').length, chips: el.querySelectorAll('#flow .chip').length,"
-        " hashes: !!el.querySelector('#hashes')})", title)
+        " hashes: !!el.querySelector('#hashes'),"
+        # how much of its column the pool's grid fills: a frame laid out at a hidden iframe's 300 px stays narrow
+        " fill: Math.max(...[...el.querySelectorAll('#pool .tile')].map(t => t.getBoundingClientRect().right))"
+        "   / (document.body.classList.contains('narrow') ? document.body.clientWidth"
+        "      : (document.body.clientWidth - 14) / 2.15)})", title)
 
 
 def send_one_request(page, app_url: str, query: str) -> None:  # type: ignore[no-untyped-def]
@@ -59,4 +64,5 @@ def test_lab_lesson_and_playground_show_the_same_player(page, app_url, projector
     assert len({p["title"] for p in shown}) == 1, shown  # one component
     assert all(p["tiles"] > 2 and p["chips"] > 0 and p["hashes"] for p in shown), shown
     assert all(p["projector"] is projector for p in shown), shown
+    assert all(p["fill"] > 0.9 for p in shown), shown  # each pool spans its column, at the frame's real width
     assert_no_exceptions(page)

@@ -189,7 +189,11 @@ function placeLegend(proj) {
   const home = proj ? document.querySelector("#stage .right") : $("player");
   if ($("legend").parentElement !== home) home.append($("legend"), $("log"));
 }
-function layOut() { V.buildPool(V.sizes(A.data.num_blocks, !!A.projector), select); shown = null; }
+let laidOutWidth = -1;
+function layOut() {  // the width it was laid out for: a frame first drawn narrow (hidden, 300 px) re-lays out when it grows
+  laidOutWidth = document.body.clientWidth;
+  V.buildPool(V.sizes(A.data.num_blocks, !!A.projector), select); shown = null;
+}
 
 onRender((args) => {
   A = args;
@@ -221,10 +225,9 @@ onRender((args) => {
 });
 
 // Re-lay out only when the width changes (the height follows the content on every step).
-let resizeTimer = null, laidOutWidth = document.body.clientWidth;
+let resizeTimer = null;
 window.addEventListener("resize", () => { clearTimeout(resizeTimer); resizeTimer = setTimeout(() => {
   if (!A || document.body.clientWidth === laidOutWidth) return;
-  laidOutWidth = document.body.clientWidth;
   layOut(); show(false); }, 150); });
 // test hooks: read-only view of the player for the browser tests
 window.prefixlabPlayer = { get pos() { return S.pos; }, get playing() { return S.playing; }, get n() { return S.n; },
