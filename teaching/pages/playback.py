@@ -23,7 +23,7 @@ from engine.llm_engine import LLMEngine
 from engine.timeline import CacheSnapshot, Timeline, hit_blocks
 from teaching import limits
 from teaching.scenarios.describe import EVENT_TAGS, TokenText, describe_event, tokens_label, without_markup
-from teaching.scenarios.scenario import ActionSpan
+from teaching.scenarios.scenario import ActionSpan, EngineLog
 
 #: Jump buttons: label -> event kinds to stop after.
 JUMPS: dict[str, set[str]] = {
@@ -191,30 +191,11 @@ class Tape(Protocol):
 
 
 @dataclass
-class EngineTape:
+class EngineTape(EngineLog):
     """Any :class:`LLMEngine`'s log (e.g. the Playground's real one): no scenario lines, its own token text."""
 
     engine: LLMEngine
     text: TokenText
-
-    @property
-    def events(self) -> list[Event]:
-        return self.engine.kv_cache_manager.events.events
-
-    @property
-    def num_blocks(self) -> int:
-        return self.engine.kv_cache_manager.num_blocks
-
-    @property
-    def block_size(self) -> int:
-        return self.engine.kv_cache_manager.block_size
-
-    @property
-    def free_policy(self) -> str:
-        return self.engine.kv_cache_manager.version.free_policy
-
-    def timeline(self) -> Timeline:
-        return self.engine.timeline()
 
     def span_at(self, index: int) -> ActionSpan | None:
         return None

@@ -318,14 +318,10 @@ class ActionSpan:
     note: str = ""
 
 
-@dataclass
-class ScenarioRun:
-    """A scenario played on one engine: the engine, its event log, and per-action event ranges."""
+class EngineLog:
+    """What any played engine's log offers to the pages and the player, read off ``self.engine``."""
 
-    scenario: Scenario
     engine: LLMEngine
-    vllm_version: str  # the release whose rules it played ("0.33", "0.25", "0.23")
-    spans: list[ActionSpan]
 
     @property
     def free_policy(self) -> str:
@@ -346,6 +342,16 @@ class ScenarioRun:
 
     def timeline(self) -> Timeline:
         return self.engine.timeline()
+
+
+@dataclass
+class ScenarioRun(EngineLog):
+    """A scenario played on one engine: the engine, its event log, and per-action event ranges."""
+
+    scenario: Scenario
+    engine: LLMEngine
+    vllm_version: str  # the release whose rules it played ("0.33", "0.25", "0.23")
+    spans: list[ActionSpan]
 
     def span_at(self, index: int) -> ActionSpan | None:
         """The action whose events include the state after ``index`` events (None before any)."""
