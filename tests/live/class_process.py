@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,26 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.live.conftest import ROOT
+from tests.package.processes import port_is_free
 
 START_TIMEOUT_S = 600
 TAG_ENV = "PREFIXLAB_TEST_TAG"
 
 
-def free(port: int, reuse: bool = False) -> bool:
-    """Nothing listens on ``port``. ``reuse``: bind as a server does (SO_REUSEADDR), so connections of the
-    run that linger in TIME_WAIT do not count: a new server could listen there at once."""
-    with socket.socket() as sock:
-        if reuse:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def free_run(candidates: range, count: int) -> int:
-    return next(p for p in candidates if all(free(q) for q in range(p, p + count)))
+    return next(p for p in candidates if all(port_is_free(q, reuse=False) for q in range(p, p + count)))
 
 
 def answers(url: str) -> bool:
@@ -122,7 +109,7 @@ class RunningClass:
         while not all(gone(pid) for pid in children):
             assert time.monotonic() < deadline, [pid for pid in children if not gone(pid)]
             time.sleep(0.5)
-        busy = [port for port in self.ports.all() if not free(port, reuse=True)]
+        busy = [port for port in self.ports.all() if not port_is_free(port)]
         assert not busy, f"ports still taken after SIGTERM: {busy}"
 
 

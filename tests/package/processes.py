@@ -19,10 +19,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def port_is_free(port: int) -> bool:
-    """True when nothing listens on ``port`` (a fresh server could bind it now)."""
+def port_is_free(port: int, reuse: bool = True) -> bool:
+    """True when nothing listens on ``port``. ``reuse``: bind as a server does (SO_REUSEADDR), so this run's
+    connections lingering in TIME_WAIT do not count: a fresh server could bind it now."""
     with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:

@@ -10,7 +10,6 @@ not installed (see :func:`engine.server.cluster.find_router`).
 from __future__ import annotations
 
 import os
-import socket
 import time
 import urllib.request
 from pathlib import Path
@@ -19,26 +18,13 @@ import pytest
 from openai import OpenAI
 
 from engine.server.cluster import Cluster, ClusterConfig, find_router, router_missing_message
+from tests.live.class_process import free_run
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 HTTP_BASES = range(int(os.environ.get("PREFIXLAB_TEST_ROUTER_PORT", "8860")), 8900, 4)
 EVENT_BASES = range(6460, 6500, 4)
-
-
-def ports_free(*ports: int) -> bool:
-    for port in ports:
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
-
-
-def free_base(bases: range, count: int) -> int:
-    return next(b for b in bases if ports_free(*range(b, b + count)))
 
 
 def metrics(url: str) -> dict[str, float]:
@@ -61,8 +47,8 @@ def cluster(tmp_path_factory):
     binary = find_router()
     if binary is None:
         pytest.skip(router_missing_message())
-    http = free_base(HTTP_BASES, 4)
-    events = free_base(EVENT_BASES, 2)
+    http = free_run(HTTP_BASES, 4)
+    events = free_run(EVENT_BASES, 2)
     config = ClusterConfig(replicas=2, policy="kv_aware", port=http, router_port=http + 2, events_port=events,
                            replay_port=events + 2, num_blocks=400)
     running = Cluster(config, tmp_path_factory.mktemp("router"))
