@@ -14,6 +14,7 @@ JavaScript side reads it as ``docs/player.md`` describes. Colours come from :fun
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from pathlib import Path
@@ -121,8 +122,14 @@ def player_message(args: PlayerArgs) -> dict[str, Any]:
     message["data"] = checked_timeline(args.data)
     message["other"] = None if args.other is None else {"data": checked_timeline(args.other.data),
                                                         "align": list(args.other.align)}
-    message["theme"] = checked(theme())
+    message["theme"] = theme_message()
     return message
+
+
+@functools.cache
+def theme_message() -> dict[str, Any]:
+    """``checked(theme())``, built once: the visual language is constant while the server runs."""
+    return checked(theme())
 
 
 def player(args: PlayerArgs, *, key: str) -> dict[str, Any] | None:
