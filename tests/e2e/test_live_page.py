@@ -113,6 +113,7 @@ def test_live_page_replays_a_shipped_vllm_recording(page, app_url) -> None:  # t
     wait_for_text(page, "batches from")
     wait_idle(page, timeout_ms=120_000)
     assert "showing the cache after batch 17" in body(page)
+    page.locator("[data-testid=stSlider]").first.wait_for(timeout=30_000)  # drawn after the text, in the same run
     assert page.locator("[data-testid=stSlider]").count() == 1
     tree_text = page.locator(".js-plotly-plot").first.text_content() or ""
     assert re.search(r"…?[A-Za-z]{4,}…? [#·]", tree_text), tree_text  # a run's words, decoded by the model's tokenizer
