@@ -14,7 +14,7 @@ tensors on the model's device, where the forward pass runs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -32,6 +32,39 @@ class StepInputs:
     chunks: list[tuple[list[int], int, int]]
     #: Per request: whether its logits are wanted (its chunk reaches its last known token).
     samples: list[bool]
+    #: Per request: whether its token is the argmax (temperature 0), which the pass itself can pick.
+    greedy: list[bool] = field(default_factory=list)
+
+
+@dataclass
+class PassOutput:
+    """What a pass hands back for its sampling rows, in batch order.
+
+    Every row's argmax is a token already: a greedy request needs nothing else, so only the rows
+    that draw at random carry their whole logits (8 greedy rows: 8 ints instead of 1.5 MB).
+    """
+
+    argmax: list[int]  # per sampling row
+    logits: torch.Tensor  # [sampling rows that draw at random, vocab] float32, in the same order
+    drawn: list[bool]  # per sampling row: whether its logits are in ``logits``
+
+    def split(self, counts: Sequence[int]) -> list[PassOutput]:
+        """This output cut into consecutive parts of ``counts`` sampling rows (one per merged engine)."""
+        parts, row, logit_row = [], 0, 0
+        for count in counts:
+            drawn = self.drawn[row:row + count]
+            parts.append(PassOutput(self.argmax[row:row + count], self.logits[logit_row:logit_row + sum(drawn)], drawn))
+            row, logit_row = row + count, logit_row + sum(drawn)
+        return parts
+
+
+def pass_output(logits: torch.Tensor, inputs: StepInputs) -> PassOutput:
+    """``logits`` of a pass's sampling rows as a :class:`PassOutput`: argmax for all, whole rows for the drawn."""
+    greedy = inputs.greedy or [False] * len(inputs.samples)
+    drawn = [not g for g, samples in zip(greedy, inputs.samples) if samples]
+    keep = [row for row, d in enumerate(drawn) if d]
+    kept = logits if len(keep) == len(drawn) else logits[keep]
+    return PassOutput(logits.argmax(dim=-1).tolist(), kept, drawn)
 
 
 @dataclass
@@ -50,13 +83,14 @@ def step_inputs(scheduled: Sequence[ScheduledRequest], block_tables: Sequence[li
     ``block_tables``: per request, the rows of the page tensor that hold it, when these are not the
     engine's own block ids (an engine's partition of shared pages).
     """
-    inputs = StepInputs([], [], [], [])
+    inputs = StepInputs([], [], [], [], [])
     for i, item in enumerate(scheduled):
         start = item.num_computed_tokens
         inputs.token_ids += item.token_ids
         inputs.positions += range(start, start + item.num_new_tokens)
         inputs.chunks.append((item.block_ids if block_tables is None else block_tables[i], start, item.num_new_tokens))
         inputs.samples.append(item.samples_token)
+        inputs.greedy.append(item.request.sampling_params.greedy)
     return inputs
 
 

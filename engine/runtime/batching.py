@@ -6,9 +6,9 @@ passes in a row. Here a session's back end (:class:`BatchedBackend`) hands its s
 server's :class:`StepBatcher` and waits; the batcher packs every step waiting at that moment into
 one batch (each engine's blocks mapped to its partition of :class:`~engine.runtime.shared_pages.SharedPages`),
 has its :class:`~engine.runtime.executor.Executor` run ONE forward pass (here or in a worker process),
-and gives each session the logits of its own sampling rows. Each session then
-samples with its own sampler: request ids such as ``req-0`` repeat across engines, so nothing shared
-is keyed by them. This is vLLM's continuous batching, with the engines kept apart for teaching.
+and gives each session its own sampling rows: a greedy row's argmax is its token; a row that draws
+at random comes with its logits, and the session draws with its own sampler (request ids such as
+``req-0`` repeat across engines, so nothing shared is keyed by them). This is vLLM's continuous batching, with the engines kept apart for teaching.
 
 No thread of its own: the first waiting session that finds the model idle runs the pass for
 everyone waiting (the leader); the others sleep on a condition until their part is done.
@@ -21,11 +21,9 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-import torch
-
 from engine.config import EngineConfig
 from engine.errors import ConfigError, PrefixLabError
-from engine.model.packing import step_inputs
+from engine.model.packing import PassOutput, step_inputs
 from engine.model.runner import ModelBackend
 from engine.model.weights import ModelShape
 from engine.runtime.executor import Executor
@@ -52,7 +50,7 @@ class Submission:
     scheduled: list[ScheduledRequest]
     base: int  # the engine's first row in the shared pages
     block_size: int  # the engine's block size (tokens per block)
-    logits: torch.Tensor | None = None  # [its sampling rows, vocab], when done
+    output: PassOutput | None = None  # its sampling rows' part of the pass, when done
     error: BaseException | None = None
     done: bool = False
 
@@ -96,8 +94,8 @@ class StepBatcher:
         """The shared pages engines take their rows of."""
         return self.executor.pages
 
-    def run(self, scheduled: list[ScheduledRequest], base: int, block_size: int) -> torch.Tensor:
-        """Compute one engine's step in the next merged pass; returns the logits of its sampling rows."""
+    def run(self, scheduled: list[ScheduledRequest], base: int, block_size: int) -> PassOutput:
+        """Compute one engine's step in the next merged pass; returns its sampling rows' part of it."""
         part = Submission(scheduled, base, block_size)
         deadline = time.monotonic() + self.timeout_s
         with self._cond:
@@ -132,7 +130,7 @@ class StepBatcher:
             finally:
                 with self._cond:
                     for each in batch:
-                        if each.logits is None and each.error is None:
+                        if each.output is None and each.error is None:
                             each.error = RuntimeError("the forward pass was interrupted")
                         each.done = True
                     self.num_passes += 1
@@ -142,8 +140,8 @@ class StepBatcher:
                     self._cond.notify_all()
         if part.error is not None:
             raise RuntimeError(f"The shared forward pass failed: {part.error}") from part.error
-        assert part.logits is not None
-        return part.logits
+        assert part.output is not None
+        return part.output
 
     def _gather(self) -> None:
         """Wait (at most ``gather_s``) until as many steps wait as the last pass served, unless one of them
@@ -176,12 +174,10 @@ class StepBatcher:
         scheduled = [item for part in batch for item in part.scheduled]
         tables = [physical_rows(item.block_ids, part.base, part.block_size) for part in batch for item in part.scheduled]
         inputs = step_inputs(scheduled, tables)
-        logits = self.executor.logits(inputs, self.timeout_s)
-        start = 0
-        for part in batch:
-            count = sum(item.samples_token for item in part.scheduled)
-            part.logits = logits[start:start + count]
-            start += count
+        output = self.executor.run(inputs, self.timeout_s)
+        counts = [sum(item.samples_token for item in part.scheduled) for part in batch]
+        for part, share in zip(batch, output.split(counts)):
+            part.output = share
 
 
 class BatchedBackend(ModelBackend):
@@ -217,5 +213,10 @@ class BatchedBackend(ModelBackend):
         scheduled = scheduler_output.scheduled
         if not scheduled:
             return {}
-        logits = self.batcher.run(scheduled, self.base, self.kv_cache.block_size)
-        return self.sample(scheduled, logits) if logits.shape[0] else {}
+        output = self.batcher.run(scheduled, self.base, self.kv_cache.block_size)
+        sampling = [item for item in scheduled if item.samples_token]
+        tokens = dict(zip((item.request_id for item in sampling), output.argmax))  # the greedy rows are done
+        drawing = [item for item, drawn in zip(sampling, output.drawn) if drawn]
+        if drawing:
+            tokens.update(self.sample(drawing, output.logits))
+        return tokens

@@ -2,7 +2,8 @@
 
 A :class:`~engine.runtime.batching.StepBatcher` packs many engines' steps into one pass and hands
 it to its executor as plain lists (:class:`~engine.model.packing.StepInputs`); the executor answers
-with the logits of the pass's sampling rows. Two implementations, chosen by whoever builds the
+with a :class:`~engine.model.packing.PassOutput`: each sampling row's argmax, and the logits of the
+rows that draw at random. Two implementations, chosen by whoever builds the
 server, invisible to the engines:
 
 * :class:`InProcessExecutor`: the pass runs here, on weights in this process (tests, notebooks,
@@ -21,7 +22,7 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from engine.model.packing import StepInputs, pack
+from engine.model.packing import PassOutput, StepInputs, pack, pass_output
 from engine.model.threads import ThreadPolicy
 from engine.model.weights import ModelShape, ModelWeights
 from engine.runtime.shared_pages import SharedPages
@@ -34,8 +35,8 @@ class Executor(ABC):
     pages: SharedPages
 
     @abstractmethod
-    def logits(self, inputs: StepInputs, timeout_s: float) -> torch.Tensor:
-        """One forward pass over ``inputs`` (writing their K/V): the float32 logits of its sampling rows."""
+    def run(self, inputs: StepInputs, timeout_s: float) -> PassOutput:
+        """One forward pass over ``inputs`` (writing their K/V): what its sampling rows need to pick a token."""
 
     def close(self) -> None:
         """Release what the executor holds (a worker process); nothing to release by default."""
@@ -58,7 +59,7 @@ class InProcessExecutor(Executor):
         self.threads = ThreadPolicy(threads) if weights.device.type == "cpu" else None
 
     @torch.inference_mode()
-    def logits(self, inputs: StepInputs, timeout_s: float) -> torch.Tensor:
+    def run(self, inputs: StepInputs, timeout_s: float) -> PassOutput:
         if self.threads is not None:
             self.threads.apply()
-        return merged_pass(self.weights, self.pages, inputs)
+        return pass_output(merged_pass(self.weights, self.pages, inputs), inputs)

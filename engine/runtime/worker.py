@@ -8,7 +8,8 @@ core in a separate process from the API server; here the same cut is made one le
 sessions' engines (schedulers, pools, samplers) and the :class:`~engine.runtime.batching.StepBatcher`
 that merges their steps stay in the server, and only the merged pass crosses to a worker process,
 which holds the weights and the KV pages. A pass goes over a socket as plain lists
-(:class:`~engine.model.packing.StepInputs`) and comes back as the logits of its sampling rows.
+(:class:`~engine.model.packing.StepInputs`) and comes back as a :class:`~engine.model.packing.PassOutput`
+(an argmax per sampling row; whole logits only for rows that draw at random).
 
 The server keeps a :class:`WorkerExecutor` (the runtime's :class:`~engine.runtime.executor.Executor`
 for a worker) and its :class:`WorkerModel`: what an engine needs to know about the model (tokenizer,
@@ -33,7 +34,7 @@ import torch
 
 from engine.errors import PrefixLabError
 from engine.model.loader import Progress
-from engine.model.packing import StepInputs
+from engine.model.packing import PassOutput, StepInputs
 from engine.model.tokenizer import TextTokenizer
 from engine.model.weights import KVLayout
 from engine.runtime.executor import Executor
@@ -121,16 +122,17 @@ class WorkerExecutor(Executor):
             else:
                 return payload
 
-    def logits(self, inputs: StepInputs, timeout_s: float) -> torch.Tensor:
-        """One forward pass in the worker: the float32 logits of ``inputs``' sampling rows."""
+    def run(self, inputs: StepInputs, timeout_s: float) -> PassOutput:
+        """One forward pass in the worker."""
         with self._lock:
             self._skip_late_answers(timeout_s)
             try:
                 self._conn.send(inputs)
             except OSError:
                 raise self._stopped() from None
-            rows, data = self._reply(timeout_s)
-        return torch.from_numpy(np.frombuffer(data, dtype=np.float32).reshape(rows, -1).copy())
+            argmax, drawn, width, data = self._reply(timeout_s)
+        logits = torch.from_numpy(np.frombuffer(data, dtype=np.float32).reshape(sum(drawn), width).copy())
+        return PassOutput(argmax, logits, drawn)
 
     def _skip_late_answers(self, timeout_s: float) -> None:
         """Read and drop the answers of passes that timed out, so that no pass takes another's logits."""
@@ -186,8 +188,8 @@ def serve(conn: Connection, name: str, dtype: str | None, device: str, budget_mi
         except (EOFError, OSError):  # the server is gone
             os._exit(0)
         try:
-            logits = here.logits(inputs, timeout_s=float("inf"))
-            conn.send(("logits", (logits.shape[0], logits.cpu().numpy().tobytes())))
+            out = here.run(inputs, timeout_s=float("inf"))
+            conn.send(("pass", (out.argmax, out.drawn, out.logits.shape[1], out.logits.cpu().numpy().tobytes())))
         except Exception as exc:  # this pass fails for its sessions; the worker goes on
             conn.send(("error", f"{type(exc).__name__}: {exc}"))
 

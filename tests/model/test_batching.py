@@ -81,6 +81,20 @@ def test_engines_generating_at_once_get_what_each_gets_alone(weights):
         assert output == alone(weights, prompt, block_size) == hf_greedy(weights.hf_model, prompt, GREEDY.max_tokens)
 
 
+def test_greedy_rows_come_back_as_tokens_and_drawn_rows_as_logits_each_to_its_engine(weights):
+    """A pass hands a greedy row its argmax and only the rows that draw at random their logits: engines
+    that mix both, merged in one pass, still each draw exactly what they draw alone."""
+    drawn = SamplingParams(max_tokens=8, temperature=0.8, top_k=20, seed=7)
+    params = [GREEDY, drawn, GREEDY, drawn, drawn]
+    batcher = StepBatcher(InProcessExecutor(weights, budget_mib=8))
+    engines = [batched_engine(batcher, bs) for bs in BLOCK_SIZES]
+    outputs = in_threads([lambda e=e, p=p, sp=sp: e.generate([p], sp)[0].token_ids
+                          for e, p, sp in zip(engines, PROMPTS, params)])
+    for prompt, block_size, sp, output in zip(PROMPTS, BLOCK_SIZES, params, outputs):
+        assert output == alone(weights, prompt, block_size, sp)
+    assert all(not backend_of(e).last_logits for e, sp in zip(engines, params) if sp is GREEDY)  # no logits sent
+
+
 def steps_held_back(batcher: StepBatcher, jobs: list) -> list:
     """Run ``jobs`` in threads while the model looks busy, so that every step is waiting before a pass starts."""
     with batcher._cond:
