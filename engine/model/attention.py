@@ -263,7 +263,7 @@ def decode_attention(q: torch.Tensor, cache: LayerKVCache, batch: DecodeBatch, s
     n_kv = k.shape[2]
     o = F.scaled_dot_product_attention(
         q.view(num, n_kv, n_heads // n_kv, head_dim), k.transpose(1, 2), v.transpose(1, 2),
-        attn_mask=batch.key_mask, scale=scale,
+        attn_mask=attention_bias(batch.biases, q.dtype, lambda: batch.key_mask), scale=scale,
     )
     return o.reshape(num, n_heads, head_dim)
 
