@@ -9,11 +9,11 @@ the same converted SmolLM2 folder, block size 32 (vLLM's CPU attention wants a m
 Printed as the README's Markdown table: output throughput, mean/median time per output token, TTFT
 p50/p99, failed requests, each as PrefixLab / vLLM; then whether the greedy texts are equal prompt by
 prompt (the client saves every generated text with ``--save-detailed``; both see the same prompts,
-from the same seed). vLLM binds its threads to every core; PrefixLab keeps its own thread rule unless
-``--prefixlab-threads N`` fixes it (on a shared machine a fixed count was far slower: see
-docs/benchmarks.md).
+from the same seed). vLLM binds its threads to every core; PrefixLab is given the same cores
+(``prefixlab serve --threads`` = every core) unless ``--prefixlab-threads N`` says otherwise (``0``: the
+server's own rule, one thread while the machine looks busy).
 
-Run: ``python -m bench.serve_vs_vllm [--num-prompts 48] [--concurrency 8] [--prefixlab-threads N]``. The load average is
+Run: ``python -m bench.serve_vs_vllm [--num-prompts 48] [--concurrency 8] [--prefixlab-threads N] [--repeat K]``. The load average is
 printed: on a shared machine absolute numbers drift, the ratios side by side much less.
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,7 +75,7 @@ def bench_vllm(python: Path, folder: str, work: Path, args: argparse.Namespace) 
 
 
 def bench_prefixlab(folder: str, work: Path, args: argparse.Namespace) -> dict:
-    # The server's own thread rule unless --prefixlab-threads fixes the count (``prefixlab serve --threads``).
+    # Every core, as vLLM's threads are bound to every core; --prefixlab-threads 0: the server's own rule.
     threads = ("--threads", str(args.prefixlab_threads)) if args.prefixlab_threads else ()
     server = start_server("--block-size", str(BLOCK_SIZE), "--num-blocks", str(NUM_BLOCKS), "--served-model-name",
                           SERVED_NAME, "--max-concurrent-per-client", "64", "--max-num-seqs", "64", *threads,
@@ -106,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-prompts", type=int, default=48)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--prefixlab-threads", type=int, default=None,
-                        help="fix PrefixLab's pass threads (`prefixlab serve --threads`), as vLLM's are bound to every "
-                             "core; default: the server's own rule (every core, one while the machine is busy)")
+    parser.add_argument("--prefixlab-threads", type=int, default=os.cpu_count() or 1,
+                        help="PrefixLab's pass threads (`prefixlab serve --threads`); default: every core, as vLLM binds "
+                             "its threads to every core; 0: the server's own rule (one thread while the machine is busy)")
+    parser.add_argument("--repeat", type=int, default=1, help="run both servers this many times, in turns")
     args = parser.parse_args(argv)
     python = vllm_env_dir() / "cpu-0.32.0" / "bin" / "python"
     if not python.exists():
@@ -122,16 +124,31 @@ def main(argv: list[str] | None = None) -> int:
     from engine.model.loader import resolve_model_folder
 
     folder = resolve_model_folder(DEFAULT_MODEL)
-    with tempfile.TemporaryDirectory(prefix="serve-vs-vllm-") as tmp:
-        work = Path(tmp)
-        load = os.getloadavg()
-        started = time.perf_counter()
-        theirs = bench_vllm(python, folder, work, args)
-        ours = bench_prefixlab(folder, work, args)
-        print(f"{args.num_prompts} prompts, concurrency {args.concurrency}; load average before "
-              f"{load[0]:.1f}, after {os.getloadavg()[0]:.1f}; {time.perf_counter() - started:.0f} s")
-        print(report(ours, theirs))
+    ratios: list[tuple[float, float]] = []
+    for round_ in range(1, args.repeat + 1):
+        with tempfile.TemporaryDirectory(prefix="serve-vs-vllm-") as tmp:
+            work = Path(tmp)
+            load = os.getloadavg()
+            started = time.perf_counter()
+            theirs = bench_vllm(python, folder, work, args)
+            ours = bench_prefixlab(folder, work, args)
+            print(f"{'' if args.repeat == 1 else f'Round {round_} of {args.repeat}: '}{args.num_prompts} prompts, "
+                  f"concurrency {args.concurrency}, PrefixLab threads {args.prefixlab_threads or 'by load'}; load average "
+                  f"before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}; {time.perf_counter() - started:.0f} s", flush=True)
+            print(report(ours, theirs), flush=True)
+            ratios.append((ours["output_throughput"] / theirs["output_throughput"], ours["mean_tpot_ms"] / theirs["mean_tpot_ms"]))
+    if args.repeat > 1:
+        print(summary(ratios))
     return 0
+
+
+def summary(ratios: list[tuple[float, float]]) -> str:
+    """Each round's two ratios, and their medians (one noisy round says little on a shared machine)."""
+    throughput, tpot = [r[0] for r in ratios], [r[1] for r in ratios]
+    return (f"\nOutput throughput, PrefixLab / vLLM: {', '.join(f'{r:.2f}x' for r in throughput)} "
+            f"(median {statistics.median(throughput):.2f}x)\n"
+            f"Time per output token, PrefixLab / vLLM: {', '.join(f'{r:.2f}x' for r in tpot)} "
+            f"(median {statistics.median(tpot):.2f}x)")
 
 
 if __name__ == "__main__":
