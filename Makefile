@@ -41,6 +41,10 @@ lint: install-dev
 test-fast: install-dev
 	$(PY) -m pytest -q $(FAST_TESTS)
 
+# The rest runs in this many pytest-xdist workers, a test file per worker at a time: most of its time is
+# spent waiting (for a browser to draw, a server to start), which other workers fill. Ports: tests/ports.py.
+TEST_WORKERS ?= 3
+
 # Every test once: the fast tier above, then the rest (pytest skips the fast folders the second time).
 test: test-fast lint browser
-	$(PY) -m pytest $(addprefix --ignore=,$(FAST_TESTS))
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(addprefix --ignore=,$(FAST_TESTS))

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+#: The port ranges servers started here take, as (variable that overrides it, default "first-last").
+HTTP_PORTS = ("PREFIXLAB_TEST_HTTP_PORTS", "8100-8199")
+ZMQ_PORTS = ("PREFIXLAB_TEST_ZMQ_PORTS", "5600-5699")
 
 
 def _port_range(var: str, default: str) -> range:
@@ -74,11 +77,11 @@ class ServerProcess:
 
 def start_server(*args: str, log_dir: Path, kv_events: bool = True, timeout_s: float = 240.0) -> ServerProcess:
     """``prefixlab serve`` with ``args``; returns once ``/health`` answers (or raises with the log)."""
-    (port,) = free_ports(1, "PREFIXLAB_TEST_HTTP_PORTS", "8100-8199")
+    (port,) = free_ports(1, *HTTP_PORTS)
     command = [sys.executable, "-m", "prefixlab.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *args]
     pub = replay = None
     if kv_events:
-        pub_port, replay_port = free_ports(2, "PREFIXLAB_TEST_ZMQ_PORTS", "5600-5699")
+        pub_port, replay_port = free_ports(2, *ZMQ_PORTS)
         config = {"enable_kv_cache_events": True, "endpoint": f"tcp://*:{pub_port}",
                   "replay_endpoint": f"tcp://127.0.0.1:{replay_port}", "topic": "kv"}
         command += ["--kv-events-config", json.dumps(config)]

@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.harness import (
     CHROMIUM,
+    PROJECTOR_SCREEN,
     ROOT,
     VIEWPORT,
     StreamlitServer,
@@ -83,3 +84,11 @@ def page(browser) -> Iterator[object]:  # type: ignore[no-untyped-def]
     assert not page_errors, f"JavaScript errors on the page: {page_errors}"
     assert not shown, f"Streamlit showed exceptions: {shown}"
 
+
+@pytest.fixture
+def screen(browser):  # type: ignore[no-untyped-def]
+    """A tab the size of a classroom projector's screen."""
+    context = browser.new_context(viewport=PROJECTOR_SCREEN)
+    tab = context.new_page()
+    yield tab
+    context.close()

@@ -23,6 +23,8 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 VIEWPORT = {"width": 1280, "height": 800}
+#: A classroom projector's screen (projector mode's tests).
+PROJECTOR_SCREEN = {"width": 1024, "height": 768}
 IDLE_APP = "[data-testid=stApp][data-test-script-state=notRunning]"
 NAV_LINKS = "a[data-testid=stSidebarNavLink], a[data-testid=stTopNavLink], a[data-testid=stTopNavDropdownLink]"
 

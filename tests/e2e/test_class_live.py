@@ -15,6 +15,7 @@ from engine.server.cluster import find_router, router_missing_message
 from teaching.live.client import send_chat
 from tests.e2e.harness import open_page
 from tests.live.class_process import ClassPorts, class_command
+from tests.ports import for_worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -31,8 +32,8 @@ CACHED_BLOCKS_PER_REPLICA = """() => {
 def test_live_page_fills_from_the_replicas_behind_the_router(page, tmp_path) -> None:  # type: ignore[no-untyped-def]
     if find_router() is None:
         pytest.skip(router_missing_message())
-    ports = ClassPorts.pick(2, http=range(8910, 8940, 3), router=range(8940, 8950, 2), events=range(6600, 6640, 4),
-                            app=range(8950, 8980))
+    ports = ClassPorts.pick(2, http=for_worker(range(8910, 8940, 3)), router=for_worker(range(8940, 8950, 2)),
+                            events=for_worker(range(6600, 6640, 4)), app=for_worker(range(8950, 8980)))
     with class_command(ports, tmp_path, "--policy", "round_robin", "--num-blocks", "128") as running:
         open_page(page, ports.app_url, timeout_ms=180_000)
         page.locator("a[data-testid=stSidebarNavLink]", has_text="Live").click()

@@ -7,20 +7,17 @@ player's included):
 * no visible text under 16 px (computed font size of every visible text node, SVG text too);
 * nothing cut off or spilling sideways, and no inner box that scrolls sideways (a key column
   hidden at 1024 px) or a text box that scrolls inside the scrolling page;
-* on every step of every lesson, the picture and the Next button on the first screen;
 * the lab with Compare or Predict on still fits the 768 px screen.
 """
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from tests.e2e.harness import ROOT, nav_pages, open_page, wait_idle
+from tests.e2e.harness import PROJECTOR_SCREEN, nav_pages, open_page, wait_idle
 from tests.e2e.test_layout import overflows
 
-SCREEN = {"width": 1024, "height": 768}
+SCREEN = PROJECTOR_SCREEN
 MIN_PX = 16
 
 #: "what: text (NN px)" for every visible text node smaller than ``min`` px.
@@ -106,14 +103,6 @@ def problems_on(page) -> list[str]:  # type: ignore[no-untyped-def]
     return found
 
 
-@pytest.fixture
-def screen(browser):  # type: ignore[no-untyped-def]
-    context = browser.new_context(viewport=SCREEN)
-    tab = context.new_page()
-    yield tab
-    context.close()
-
-
 def test_every_page_is_readable_in_projector_mode(screen, app_url) -> None:  # type: ignore[no-untyped-def]
     open_page(screen, app_url)
     pages = nav_pages(screen)
@@ -158,53 +147,3 @@ def test_a_toggle_turns_projector_mode_on_and_off(screen, app_url) -> None:  # t
     screen.wait_for_timeout(500)
     assert screen.query_selector("[data-testid=stSidebar]").is_visible()
     assert "projector" not in screen.url
-
-
-STEP_LINE = re.compile(r"Step (\d+) of (\d+)")
-
-
-def lesson_slugs() -> list[str]:
-    return [p.stem for p in sorted((ROOT / "lessons").glob("[0-9]*.md"))]
-
-
-def next_button(page, slug: str):  # type: ignore[no-untyped-def]
-    return page.locator(f".st-key-lesson_pos_{slug}_next button").first
-
-
-def first_screen_misses(page, slug: str) -> list[str]:  # type: ignore[no-untyped-def]
-    """What of the picture and the Next button is not on the first 1024x768 screen."""
-    missing = []
-    box = next_button(page, slug).bounding_box()
-    if box is None or box["y"] < 0 or box["y"] + box["height"] > SCREEN["height"]:
-        missing.append(f"the Next button is at {box}")
-    grid = page.locator("iframe[title*=lab_player]").first  # the player draws the lesson's pool
-    grid.wait_for(timeout=30_000)  # its frame arrives a moment after the page's text
-    grid_box = grid.bounding_box()
-    if grid_box is None or grid_box["y"] < 0 or grid_box["y"] + min(grid_box["height"], 120) > SCREEN["height"]:
-        missing.append(f"the block picture is at {grid_box}")
-    return missing
-
-
-def test_every_lesson_step_shows_picture_and_next_on_the_first_screen(screen, app_url) -> None:  # type: ignore[no-untyped-def]
-    problems = {}
-    for slug in lesson_slugs():
-        open_page(screen, f"{app_url}/?lesson={slug}&projector=1")
-        text = screen.inner_text("[data-testid=stMain]")
-        match = STEP_LINE.search(text)
-        assert match, f"{slug}: no 'Step k of n' line"
-        total = int(match.group(2))
-        for step in range(total + 1):
-            if step:
-                screen.evaluate("() => { for (const el of [document.querySelector('[data-testid=stMain]'),"
-                                " document.scrollingElement]) if (el) el.scrollTo(0, 0); }")
-                next_button(screen, slug).click()
-                wait_idle(screen)
-                screen.wait_for_timeout(300)
-            screen.evaluate("() => { for (const el of [document.querySelector('[data-testid=stMain]'),"
-                            " document.scrollingElement]) if (el) el.scrollTo(0, 0); }")
-            missing = first_screen_misses(screen, slug)
-            if step == 0:
-                missing += problems_on(screen)
-            if missing:
-                problems[f"{slug} step {step}"] = missing
-    assert not problems, "\n".join(f"{where}:\n  " + "\n  ".join(items) for where, items in problems.items())

@@ -9,14 +9,16 @@ from typing import Any
 
 import pytest
 
+from tests.ports import for_worker
+
 ROOT = Path(__file__).resolve().parents[2]
 #: Real recordings of a vLLM 0.32 server's KV events: the copy in the repository, else the shared one beside it.
 RECORDINGS = next((folder for folder in (ROOT / "tests" / "fixtures" / "vllm-kv-events",
                                          ROOT.parent / "shared" / "fixtures" / "vllm-kv-events") if folder.is_dir()),
                   ROOT / "tests" / "fixtures" / "vllm-kv-events")
 #: The ports this test folder may use (each test folder has its own range, so folders never collide).
-ZMQ_PORTS = range(5700, 5800)
-HTTP_PORTS = range(8200, 8300)
+ZMQ_PORTS = for_worker(range(5700, 5800))
+HTTP_PORTS = for_worker(range(8200, 8300))
 
 
 def free_port(candidates: range) -> int:

@@ -14,6 +14,7 @@ from openai import OpenAI
 
 from engine.server.cluster import find_router, router_missing_message
 from tests.live.class_process import ClassPorts, class_command, processes_with
+from tests.ports import for_worker
 from ui.class_config import CLASS_SERVER_ENV, LIVE_SERVERS_ENV
 
 pytestmark = pytest.mark.slow
@@ -22,8 +23,8 @@ pytestmark = pytest.mark.slow
 def test_class_command_starts_wires_and_stops_everything(tmp_path):
     if find_router() is None:
         pytest.skip(router_missing_message())
-    ports = ClassPorts.pick(2, http=range(8240, 8290, 5), router=range(8290, 8300, 2), events=range(5740, 5790, 4),
-                            app=range(8570, 8600))
+    ports = ClassPorts.pick(2, http=for_worker(range(8240, 8290, 5)), router=for_worker(range(8290, 8300, 2)),
+                            events=for_worker(range(5740, 5790, 4)), app=for_worker(range(8570, 8600)))
     with class_command(ports, tmp_path, "--policy", "round_robin", "--num-blocks", "64") as running:
         api = OpenAI(base_url=f"{ports.router_url}/v1", api_key="none", max_retries=0, timeout=300)
         model = api.models.list().data[0].id

@@ -13,6 +13,7 @@ from engine.server.cluster import Cluster, ClusterConfig, find_router, router_mi
 from teaching.live.routing_tour import run_tour
 from tests.live.class_process import free_run
 from tests.live.conftest import ROOT
+from tests.ports import for_worker
 
 pytestmark = pytest.mark.slow
 
@@ -21,8 +22,8 @@ def test_the_tour_shows_round_robin_spreading_and_kv_aware_keeping_each_course_t
     binary = find_router()
     if binary is None:
         pytest.skip(router_missing_message())
-    http = free_run(range(8220, 8240, 4), 4)
-    events = free_run(range(5720, 5740, 4), 4)
+    http = free_run(for_worker(range(8220, 8240, 4)), 4)
+    events = free_run(for_worker(range(5720, 5740, 4)), 4)
     config = ClusterConfig(replicas=2, policy="round_robin", port=http, router_port=http + 2, events_port=events,
                            replay_port=events + 2, num_blocks=256)
     cluster = Cluster(config, tmp_path)

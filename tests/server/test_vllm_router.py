@@ -19,12 +19,13 @@ from openai import OpenAI
 
 from engine.server.cluster import Cluster, ClusterConfig, find_router, router_missing_message
 from tests.live.class_process import free_run
+from tests.ports import for_worker
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-HTTP_BASES = range(int(os.environ.get("PREFIXLAB_TEST_ROUTER_PORT", "8860")), 8900, 4)
-EVENT_BASES = range(6460, 6500, 4)
+HTTP_BASES = for_worker(range(int(os.environ.get("PREFIXLAB_TEST_ROUTER_PORT", "8860")), 8900, 4))
+EVENT_BASES = for_worker(range(6460, 6500, 4))
 
 
 def metrics(url: str) -> dict[str, float]:
