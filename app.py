@@ -7,6 +7,7 @@ Pages are registered only when their file exists, so each page can land on its o
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import streamlit as st
 
@@ -36,7 +37,16 @@ def optional_page(path: str, title: str, icon: str, default: bool = False) -> li
     return [page(path, title, icon, default)] if (ROOT / path).exists() else []
 
 
-def pages() -> dict[str, list[st.Page]]:
+def pages() -> tuple[dict[str, list[st.Page]], frozenset[str]]:
+    """The navigation's pages and the titles of those with sidebar settings, built once per session:
+    a ``st.Page`` resolves its file on the disk, about 80 system calls a run, and under a room's load
+    each one waits for the GIL again."""
+    if "_pages" not in st.session_state:
+        st.session_state["_pages"] = (build_pages(), frozenset(settings_titles))
+    return cast(tuple[dict[str, list[st.Page]], frozenset[str]], st.session_state["_pages"])
+
+
+def build_pages() -> dict[str, list[st.Page]]:
     sections = {
         # Lessons page (app_pages/lessons.py): guided lessons from lessons/. A first visit lands on lesson 1.
         "Learn": optional_page("app_pages/lessons.py", "Lessons", ":material/school:", default=True),
@@ -66,11 +76,12 @@ def pages() -> dict[str, list[st.Page]]:
 lower_page_priority()  # each run is a thread of its own: below the model's forward passes
 st.set_page_config(page_title="PrefixLab", page_icon="🧱", layout="wide")
 restore_from_url()
-navigation = st.navigation(pages())
+sections, with_settings = pages()
+navigation = st.navigation(sections)
 st.markdown(APP_CSS, unsafe_allow_html=True)
 apply_projector()  # ?projector=1 or the toggle: every page, one stylesheet (ui/projector.py)
 if navigation.title == "Lessons" and "lesson" not in st.query_params and "scenario" in st.query_params:
     st.switch_page("app_pages/lab.py")  # a lab link shared when the lab was the first page
-if navigation.title in settings_titles:
+if navigation.title in with_settings:
     render_sidebar()
 navigation.run()

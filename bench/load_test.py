@@ -168,7 +168,7 @@ async def room_seated(results: Results, labs: int, timeout: float = 60.0) -> Non
 
 
 async def stepper(base: str, results: Results, until: float) -> None:
-    tab = Tab(base, query="scenario=eviction-pressure")
+    tab = Tab(base, page="lab", query="scenario=eviction-pressure")
     await tab.connect()
     try:
         await tab.rerun()
@@ -189,7 +189,7 @@ async def stepper(base: str, results: Results, until: float) -> None:
 
 
 async def autoplayer(base: str, results: Results, until: float) -> None:
-    tab = Tab(base, query="scenario=eviction-pressure")
+    tab = Tab(base, page="lab", query="scenario=eviction-pressure")
     await tab.connect()
     try:
         await tab.rerun()
@@ -287,7 +287,7 @@ def pct(values: list[float], q: float) -> float:
 
 async def step_cpu(base: str, server: psutil.Process, steps: int = 15) -> float:
     """Server CPU seconds per lab step, one session stepping alone (the model already loaded)."""
-    tab = Tab(base, query="scenario=eviction-pressure")
+    tab = Tab(base, page="lab", query="scenario=eviction-pressure")
     await tab.connect()
     await tab.rerun()
     await tab.wait_for_player()

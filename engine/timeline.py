@@ -195,8 +195,13 @@ def hit_blocks(events: Sequence[Event], upto: int) -> dict[str, set[int]]:
     """request id -> the blocks it got from the cache (touched), for requests live after ``upto`` events."""
     hits: dict[str, set[int]] = {}
     for event in events[:upto]:
-        if isinstance(event, BlocksTouched):
-            hits.setdefault(event.request_id, set()).update(event.block_ids)
-        elif isinstance(event, BlocksFreed):
-            hits.pop(event.request_id, None)
+        note_hits(hits, event)
     return hits
+
+
+def note_hits(hits: dict[str, set[int]], event: Event) -> None:
+    """Move :func:`hit_blocks`'s answer on by one event (a whole timeline walks the log once this way)."""
+    if isinstance(event, BlocksTouched):
+        hits.setdefault(event.request_id, set()).update(event.block_ids)
+    elif isinstance(event, BlocksFreed):
+        hits.pop(event.request_id, None)

@@ -96,32 +96,40 @@ def theme() -> PlayerTheme:
     )
 
 
-_checked_lock = threading.Lock()
-_checked_timelines: dict[int, tuple[Playback, dict[str, Any]]] = {}  # id -> (the timeline, checked(it))
+_encoded_lock = threading.Lock()
+_encoded_timelines: dict[int, tuple[Playback, bytes]] = {}  # id -> (the timeline, its checked JSON)
 KEPT_TIMELINES = 64  # a few per session are alive at once; older entries go first
 
 
-def checked_timeline(data: Playback) -> dict[str, Any]:
-    """``checked(data)``, done once per timeline: a built timeline never changes (it is frozen), and
-    re-checking hundreds of frames on every rerun cost each page run tens of milliseconds under load."""
-    with _checked_lock:
-        kept = _checked_timelines.get(id(data))
+def timeline_json(data: Playback) -> bytes:
+    """``data`` as the JSON the player parses, checked by decoding it back against :class:`Playback`; once
+    per timeline (a built timeline is frozen).
+
+    The timeline travels as bytes, a component argument Streamlit passes through as it is: as a dict it
+    was converted, checked and JSON-encoded again on every rerun (a Playground session's thousand
+    states: ~35 ms of the server's Python per run, holding the GIL the whole time); msgspec encodes and
+    checks it in a few.
+    """
+    with _encoded_lock:
+        kept = _encoded_timelines.get(id(data))
         if kept is None or kept[0] is not data:
-            while len(_checked_timelines) >= KEPT_TIMELINES:
-                _checked_timelines.pop(next(iter(_checked_timelines)))
-            kept = _checked_timelines[id(data)] = (data, checked(data))
+            encoded = msgspec.json.encode(data)
+            msgspec.json.decode(encoded, type=Playback)  # every field's type and Playback's own rules
+            while len(_encoded_timelines) >= KEPT_TIMELINES:
+                _encoded_timelines.pop(next(iter(_encoded_timelines)))
+            kept = _encoded_timelines[id(data)] = (data, encoded)
         return kept[1]
 
 
 def player_message(args: PlayerArgs) -> dict[str, Any]:
-    """What the player receives: ``checked(args)`` plus the theme, its timelines checked once each
-    (:func:`checked_timeline`); the small fields were checked when ``args`` was built
-    (:meth:`PlayerArgs.__post_init__`) and go as they are."""
+    """What the player receives: ``checked(args)`` and the theme, except that the timelines go as their JSON
+    bytes (:func:`timeline_json`; ``other.data`` as ``other_data``); the small fields were checked when
+    ``args`` was built (:meth:`PlayerArgs.__post_init__`) and go as they are."""
     message = {name: msgspec.to_builtins(getattr(args, name)) for name in args.__struct_fields__
                if name not in ("data", "other")}
-    message["data"] = checked_timeline(args.data)
-    message["other"] = None if args.other is None else {"data": checked_timeline(args.other.data),
-                                                        "align": list(args.other.align)}
+    message["data"] = timeline_json(args.data)
+    message["other"] = None if args.other is None else {"align": list(args.other.align)}
+    message["other_data"] = None if args.other is None else timeline_json(args.other.data)
     message["theme"] = theme_message()
     return message
 

@@ -92,7 +92,10 @@ def stream_pending(pg: PlaygroundSession, eng: LLMEngine) -> None:
 
 
 def show_requests(pg: PlaygroundSession, eng: LLMEngine) -> None:
-    """The newest requests as blocks (the newest open), older ones by name."""
+    """The newest requests as text (the newest open, older ones folded) and, in the newest's box, one
+    request's blocks: the newest's, or the one picked. One figure a run: every figure on the page is
+    serialized again on every rerun, and a room of Playground sessions rerunning with four figures each
+    spent a fifth of the server's Python on them."""
     if not pg.history:
         st.info("No request yet. Pick a preset and press **Send**: the first request computes every block; "
                 "send the next one to see hits.")
@@ -100,6 +103,7 @@ def show_requests(pg: PlaygroundSession, eng: LLMEngine) -> None:
     st.caption("Each row is one block. `block 2 → #17`: logical block 2 of the request is backed by "
                "physical KV block 17, and its hash starts with the 8 hex digits shown (hover for all 64). "
                "A double outline marks the first generated token.")
+    ids = [item.id for item in pg.history[:SHOWN_REQUESTS]]
     for index, item in enumerate(pg.history[:SHOWN_REQUESTS]):
         view = request_view(eng, item.id)
         line = metrics_text(view.metrics)
@@ -110,8 +114,12 @@ def show_requests(pg: PlaygroundSession, eng: LLMEngine) -> None:
             who = "You" if item.mode == CHAT else "Prompt"
             st.markdown(f"**{who}:** {'…' if len(item.user) > 300 else ''}{plain_md(item.user[-300:])}")
             st.markdown(f"**Model:** {plain_md(view.text) if view.text else '(no text)'}")
-            if item.id not in pg.drawn:  # a Plotly figure costs ~0.1 s of Python: build each one once
-                pg.drawn[item.id] = blocks_figure(view)
-            plotly_chart(pg.drawn[item.id], key=f"pg_blocks_{item.id}", config=PLOT_CONFIG, theme=None)
+            if index == 0:
+                chosen = ids[0]
+                if len(ids) > 1:  # keyed by the newest request: a new answer shows its own blocks first
+                    chosen = st.pills("Blocks of", ids, default=ids[0], key=f"pg_blocks_of_{ids[0]}") or ids[0]
+                if chosen not in pg.drawn:  # a Plotly figure costs ~0.05 s of Python: build each one once
+                    pg.drawn[chosen] = blocks_figure(request_view(eng, chosen))
+                plotly_chart(pg.drawn[chosen], key=f"pg_blocks_{chosen}", config=PLOT_CONFIG, theme=None)
     if len(pg.history) > SHOWN_REQUESTS:
         st.caption("Older: " + ", ".join(i.id for i in pg.history[SHOWN_REQUESTS:]))

@@ -20,7 +20,7 @@ import msgspec
 from engine.events import BlockRemoved, BlocksAllocated, Event, StepStarted
 from engine.hashing import short_hash
 from engine.llm_engine import LLMEngine
-from engine.timeline import CacheSnapshot, Timeline, hit_blocks
+from engine.timeline import CacheSnapshot, Timeline, hit_blocks, note_hits
 from teaching import limits
 from teaching.scenarios.describe import EVENT_TAGS, TokenText, describe_event, tokens_label, without_markup
 from teaching.scenarios.scenario import ActionSpan, EngineLog
@@ -246,19 +246,20 @@ def table_states(snap: CacheSnapshot, request_id: str, hits: dict[str, set[int]]
 
 
 def frame(tape: Tape, contents: dict[bytes, list[int]], snap: CacheSnapshot, pos: int,
-          labels: dict[bytes, str] | None = None) -> Frame:
+          labels: dict[bytes, str] | None = None, hits: dict[str, set[int]] | None = None) -> Frame:
     """One state: pool, free queue, block tables, hash table, and the event card.
 
     ``labels``: each hash's token label, filled as they are met. A block's tokens never change, so
     one playback decodes each hash's tokens once instead of once per state (a tokenizer's decode
-    is the costly part of a long Playground log).
+    is the costly part of a long Playground log). ``hits``: :func:`hit_blocks` at ``pos``, when the
+    caller walks the log anyway (else it is read from the log's start).
     """
     labels = {} if labels is None else labels
     for h in snap.hash_table:
         if h not in labels:
             labels[h] = tokens_label(contents.get(h), tape.token_text)
     event = tape.events[pos - 1] if pos else None
-    hits = hit_blocks(tape.events, pos)
+    hits = hit_blocks(tape.events, pos) if hits is None else hits
     return Frame(
         ref=list(snap.ref_cnt),
         hash=[short_hash(h) if h is not None else None for h in snap.block_hash],
@@ -373,9 +374,12 @@ def playback(tape: Tape, contents: dict[bytes, list[int]], *, last: int | None =
     offset = max(0, total - last) if last is not None else 0
     frames, free_queues = [], []
     labels: dict[bytes, str] = {}
+    hits = hit_blocks(tape.events, offset)  # then moved on event by event: one walk of the log, not one per state
     for pos in range(offset, total + 1):
+        if pos > offset:
+            note_hits(hits, tape.events[pos - 1])
         snap = timeline.state_at(pos)
-        frames.append(frame(tape, contents, snap, pos, labels))  # use the cursor before moving it
+        frames.append(frame(tape, contents, snap, pos, labels, hits))  # use the cursor before moving it
         free_queues.append(list(snap.free_queue))
     jumps = {name: [i + 1 - offset for i, e in enumerate(tape.events) if e.kind in kinds and i + 1 > offset]
              for name, kinds in JUMPS.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -60,7 +61,18 @@ def markdown_text(at: AppTest) -> str:
     return "\n".join(m.value for m in at.markdown)
 
 
+def player_args(proto: Any) -> dict:
+    """A player component's arguments as ``player.js`` gets them: the timelines (sent as JSON bytes,
+    ``data`` and Compare's ``other_data``) parsed back into ``data`` and ``other.data``."""
+    args = json.loads(proto.json_args)
+    timelines = {arg.key: json.loads(arg.bytes) for arg in proto.special_args}
+    args["data"] = timelines["data"]
+    if args.get("other") is not None:
+        args["other"]["data"] = timelines["other_data"]
+    return args
+
+
 def player(at: AppTest) -> dict:
     """The arguments the lab page passed to the browser player."""
     (element,) = [e for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
-    return json.loads(element.proto.json_args)
+    return player_args(element.proto)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from streamlit.testing.v1 import AppTest
 
-from tests.app.conftest import new_app
+from tests.app.conftest import new_app, player_args
 
 
 def editor() -> AppTest:
@@ -59,7 +57,7 @@ def test_good_text_runs_in_the_lab() -> None:
     assert not at.exception
     assert at.selectbox(key="_w_lab_source").value == "custom"
     (player,) = [e for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
-    last = json.loads(player.proto.json_args)["data"]["frames"][-1]
+    last = player_args(player.proto)["data"]["frames"][-1]
     assert "b is finished" in last["card"]["body"]
 
 

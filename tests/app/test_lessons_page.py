@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from teaching.lessons import flow
 from teaching.lessons.loader import answer_question, load_lessons
 from teaching.scenarios.scenario import run_scenario
+from tests.app.conftest import player_args
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = str(ROOT / "app_pages" / "lessons.py")
@@ -30,7 +30,7 @@ def charts(at: AppTest) -> list[dict]:
     """The pictures: one player per policy (pool, free queue, block tables, hash table), no Plotly chart, no HTML twin."""
     assert not at.get("plotly_chart")
     assert not [h for h in at.html if "pl-pool" in h.value]
-    return [json.loads(e.proto.json_args) for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
+    return [player_args(e.proto) for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
 
 
 def at_position(at: AppTest, lesson, position: int) -> AppTest:  # type: ignore[no-untyped-def]

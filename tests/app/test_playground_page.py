@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.conftest import player_args
 from viz.theme import STATE_COLORS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +49,7 @@ def test_shared_system_prompt_second_request_hits() -> None:
     assert not at.exception, at.exception
     text = markdown(at)
     assert "**Model:**" in text and "(no text)" not in text
-    newest = block_figures(at)[0]
+    (newest,) = block_figures(at)  # one request's blocks a run: the newest, until another is picked
     labels = newest["data"][1]["text"]
     assert newest["layout"]["title"]["text"].startswith("req-1")
     assert any("→ #" in label for label in labels)  # physical block ids are shown
@@ -57,7 +58,7 @@ def test_shared_system_prompt_second_request_hits() -> None:
     cached = int(text.split("cached**")[0].rsplit("**", 1)[1].strip())
     assert cached >= 16
     # The session engine is drawn by the player, as the lab draws a scenario: the whole log, at its latest event.
-    (shown,) = [json.loads(e.proto.json_args) for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
+    (shown,) = [player_args(e.proto) for e in at.get("component_instance") if "lab_player" in e.proto.component_name]
     events = at.session_state["playground"].engine.kv_cache_manager.events.events
     assert (shown["mode"], shown["step"], len(shown["data"]["frames"])) == ("engine", len(events), len(events) + 1)
     # Just after req-1 got its blocks, its block table is in that state: the player scrubs back to it.

@@ -8,7 +8,7 @@ import pytest
 from engine import EngineConfig, LLMEngine, SamplingParams
 from engine.timeline import block_contents
 from teaching.pages.lab import alignment, build_runs
-from teaching.pages.playback import EngineTape, Playback, checked, engine_playback, playback
+from teaching.pages.playback import EngineTape, Playback, checked, engine_playback, frame, playback
 from teaching.scenarios.library import BUILTIN_SCENARIOS
 from ui.lab_player import Other, PlayerArgs, player_message, theme
 
@@ -53,6 +53,17 @@ def test_any_engine_with_events_plays_not_only_a_scenario() -> None:
     checked(data)
 
 
+def test_a_timeline_walked_once_draws_each_state_as_that_state_drawn_alone() -> None:
+    """playback() carries the hit blocks from state to state; frame() alone reads them from the log's start."""
+    run = build_runs(BUILTIN_SCENARIOS["eviction-pressure"]).runs["vllm"]
+    contents = block_contents(run.events)
+    walked = playback(run, contents)
+    timeline = run.timeline()
+    alone = [frame(run, contents, timeline.state_at(pos), pos) for pos in range(len(run.events) + 1)]
+    assert walked.frames == alone
+    assert any(state == "hit" for f in alone for row in f.tables for state in row.states)  # hits were drawn
+
+
 def test_a_long_log_sends_only_its_newest_states() -> None:
     engine = LLMEngine(EngineConfig(backend="simulator", num_blocks=11, block_size=4))
     engine.generate(["A B C D E F G H I", "A B C D E F G H X"], SamplingParams(max_tokens=2))
@@ -72,9 +83,13 @@ def test_the_sent_message_is_the_checked_args_with_each_timeline_checked_once() 
     args = PlayerArgs(data=vllm, data_id="x", step=5, other=Other(classic, alignment(runs.runs["vllm"], runs.runs["classic"])),
                       labels=["a", "b"])
     sent = player_message(args)
-    assert {k: v for k, v in sent.items() if k != "theme"} == checked(args)
+    whole = checked(args)
+    assert msgspec.json.decode(sent["data"]) == whole["data"]  # the timelines go as their JSON
+    assert msgspec.json.decode(sent["other_data"]) == whole["other"]["data"] and sent["other"] == {"align": whole["other"]["align"]}
+    assert {k: v for k, v in sent.items() if k not in ("theme", "data", "other", "other_data")} == \
+        {k: v for k, v in whole.items() if k not in ("data", "other")}
     assert sent["theme"] == checked(theme())
-    assert player_message(args)["data"] is sent["data"]  # the timeline is checked (and converted) once
+    assert player_message(args)["data"] is sent["data"]  # each timeline is encoded (and checked) once
     broken = msgspec.structs.replace(vllm, frames=[*vllm.frames[:-1], msgspec.structs.replace(vllm.frames[-1], fq=["4"])])
     with pytest.raises(msgspec.ValidationError):  # a new timeline is checked on its first render
         player_message(PlayerArgs(data=broken, data_id="y", step=0))
