@@ -24,7 +24,7 @@ MAX_PROMPT_TOKENS = 8_192  #: tokens in one scenario prompt or scripted output
 MAX_MAX_TOKENS = 8_192  #: ``max_tokens=`` of one scenario request
 MAX_STEP_COUNT = 10_000  #: ``step N``; ``run`` stops after this many steps too
 MAX_EVENTS = 200_000  #: cache events one run may log (each one is replayable in the lab)
-PLAYER_MAX_FRAMES = 1_000  #: newest events of a Playground session the player gets (every state is sent)
+PLAYER_MAX_FRAMES = 300  #: newest events of a Playground session the player gets (every state is sent: ~4 requests)
 SCENARIO_TIME_BUDGET_S = 3.0  #: wall-clock seconds for one scenario run, checked inside its loops
 
 # -- the hashing pages (Hash chain, Why did it miss?) ----------------------------------------------
@@ -47,7 +47,13 @@ KV_CHOICES_MIB = (8, 32, 128)  #: one session's pool, drawn from the shared budg
 #: On 2 cores, 30-session load test: later Playground requests' TTFT p95 0.35-0.50 s with one pass thread,
 #: 0.34-0.93 s with two (whose partner thread waits for a core the pages hold).
 PAGE_CORES = 1
-PAGE_SCRIPT_NICE = 10  #: OS nice value of page scripts, below the model worker's 0 (engine.runtime.priority)
+#: OS nice value of page scripts (engine.runtime.priority); 0: the model worker's own. It was 10 while the passes
+#: ran in the server's process. With them in the worker, a niced script that holds the GIL is the one the OS
+#: runs last, and every other thread of the server, the event loop too, waits for it (a profile of one lab
+#: session found 12% of the GIL-holding samples inside the call that lowers the priority).
+PAGE_SCRIPT_NICE = 0
+#: The server's youngest-generation GC threshold, set with the model (ui.model.shared_model); Python's is 700.
+SERVER_GC_THRESHOLD = 20_000
 
 # -- URLs ---------------------------------------------------------------------------------------------
 MAX_URL_SCENARIO_CHARS = 6_000  #: above this a shared scenario gets a short id instead of living in the URL

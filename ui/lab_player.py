@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Literal
 
@@ -97,7 +98,7 @@ def theme() -> PlayerTheme:
 
 
 _encoded_lock = threading.Lock()
-_encoded_timelines: dict[int, tuple[Playback, bytes]] = {}  # id -> (the timeline, its checked JSON)
+_encoded_timelines: dict[int, tuple[weakref.ref[Playback], bytes]] = {}  # id -> (the timeline, its checked JSON)
 KEPT_TIMELINES = 64  # a few per session are alive at once; older entries go first
 
 
@@ -112,12 +113,12 @@ def timeline_json(data: Playback) -> bytes:
     """
     with _encoded_lock:
         kept = _encoded_timelines.get(id(data))
-        if kept is None or kept[0] is not data:
+        if kept is None or kept[0]() is not data:  # a weak reference: a dropped timeline is not kept alive
             encoded = msgspec.json.encode(data)
             msgspec.json.decode(encoded, type=Playback)  # every field's type and Playback's own rules
             while len(_encoded_timelines) >= KEPT_TIMELINES:
                 _encoded_timelines.pop(next(iter(_encoded_timelines)))
-            kept = _encoded_timelines[id(data)] = (data, encoded)
+            kept = _encoded_timelines[id(data)] = (weakref.ref(data), encoded)
         return kept[1]
 
 

@@ -93,10 +93,11 @@ def lower_page_priority() -> None:
     back (:mod:`engine.runtime.priority`; the model worker is started at it): a room of pages then slows a
     student's first token less. Measured with the 30-session load test on 2 cores, three runs each, while
     the passes still ran in this process: a later Playground request's TTFT p95 0.51-0.75 s instead of
-    0.73-0.92 s, lab step p95 0.16-0.24 s instead of 0.26-0.31 s."""
+    0.73-0.92 s, lab step p95 0.16-0.24 s instead of 0.26-0.31 s. Off since the passes moved to a worker
+    process (``limits.PAGE_SCRIPT_NICE``)."""
     from engine.runtime.priority import can_restore_priority, set_thread_nice
 
-    if can_restore_priority():
+    if limits.PAGE_SCRIPT_NICE and can_restore_priority():
         set_thread_nice(limits.PAGE_SCRIPT_NICE)
 
 
@@ -135,6 +136,10 @@ def shared_model(name: str = DEFAULT_MODEL, progress: Progress | None = None) ->
             # collection walks them again (see .streamlit/config.toml).
             gc.collect()
             gc.freeze()
+            # Young collections every 20,000 allocations, not 700: a room's sessions allocate a lot that
+            # lives (timelines, figures, logs) and each full collection then walked it all again, holding
+            # the GIL for up to 0.4 s (25 full collections in a 60 s load test; 6 with this).
+            gc.set_threshold(limits.SERVER_GC_THRESHOLD, *gc.get_threshold()[1:])
     return slot["model"]
 
 

@@ -6,6 +6,8 @@ editor and change it. The first comment line is the title, the following ones th
 
 from __future__ import annotations
 
+import functools
+
 from teaching.scenarios.scenario import Scenario, parse_scenario
 
 DESIGN_DOC_EXAMPLE = """\
@@ -127,6 +129,7 @@ def builtin_scenario(key: str) -> Scenario:
     return parse_scenario(BUILTIN_SCENARIOS[key])
 
 
+@functools.cache
 def builtin_titles() -> dict[str, str]:
-    """key -> title, for a select box."""
+    """key -> title, for a select box; parsed once (the lab's every run asks). Do not change the dict."""
     return {key: parse_scenario(text).title for key, text in BUILTIN_SCENARIOS.items()}

@@ -95,11 +95,11 @@ def test_playback_has_every_state_and_the_jumps() -> None:
     timeline = run.timeline()
     for pos in (0, 4, 22, len(run.events)):
         snap = timeline.state_at(pos)
-        assert frames[pos].fq == list(snap.free_queue)
-        assert frames[pos].ref == list(snap.ref_cnt)
+        assert frames[pos].fq == tuple(snap.free_queue)
+        assert frames[pos].ref == tuple(snap.ref_cnt)
         assert [h is None for h in frames[pos].hash] == [h is None for h in snap.block_hash]
     (evict,) = data.jumps["eviction"]
-    assert run.events[evict - 1].kind == "evicted" and frames[evict].evicted == [4]
+    assert run.events[evict - 1].kind == "evicted" and frames[evict].evicted == (4,)
     assert frames[evict].card.tag == "EVICT"
     assert runs.playback("classic") is runs.playback("classic")  # computed once
 
