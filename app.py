@@ -11,7 +11,7 @@ from typing import cast
 
 import streamlit as st
 
-from ui.model import lower_page_priority
+from ui.model import lower_page_priority, tune_page_server
 from ui.projector import apply_projector
 from ui.settings import render_sidebar
 from ui.state import restore_from_url
@@ -73,6 +73,7 @@ def build_pages() -> dict[str, list[st.Page]]:
     return {name: items for name, items in sections.items() if items}
 
 
+tune_page_server()  # a room's server: the GIL's switch interval, the garbage collector (once)
 lower_page_priority()  # each run is a thread of its own: below the model's forward passes
 st.set_page_config(page_title="PrefixLab", page_icon="🧱", layout="wide")
 restore_from_url()

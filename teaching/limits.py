@@ -52,8 +52,10 @@ PAGE_CORES = 1
 #: runs last, and every other thread of the server, the event loop too, waits for it (a profile of one lab
 #: session found 12% of the GIL-holding samples inside the call that lowers the priority).
 PAGE_SCRIPT_NICE = 0
-#: The server's youngest-generation GC threshold, set with the model (ui.model.shared_model); Python's is 700.
+#: The app server's youngest-generation GC threshold (ui.model.tune_page_server); Python's is 700.
 SERVER_GC_THRESHOLD = 20_000
+#: How often the app server's threads hand the GIL over (ui.model.tune_page_server); Python's is 5 ms.
+SERVER_SWITCH_INTERVAL_S = 0.001
 
 # -- URLs ---------------------------------------------------------------------------------------------
 MAX_URL_SCENARIO_CHARS = 6_000  #: above this a shared scenario gets a short id instead of living in the URL

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -88,6 +89,25 @@ def note_request(state: Any, key: str = "_model_rate") -> None:
     state[key] = (tokens - 1, now)
 
 
+def tune_page_server() -> None:
+    """The app server's Python, set for a room (process-wide; ``app.py`` calls it on every run, a no-op once set).
+
+    * The GIL changes hands every 1 ms instead of 5: a room runs a script thread per rerun, and each of
+      their many short system calls (a message to the event loop per element drawn) then waits for the GIL
+      again; so does the event loop, which serves every session. A burst of twenty lab reruns queued the
+      whole server for a second.
+    * Young garbage collections every 20,000 allocations instead of 700: a room's sessions allocate a lot
+      that lives (timelines, figures, logs), and every full collection walked it again holding the GIL,
+      for up to 0.4 s (25 full collections in a 60 s load test; 6 with this).
+
+    Measured with ``bench.load_test``; the numbers are in docs/benchmarks.md.
+    """
+    if sys.getswitchinterval() != limits.SERVER_SWITCH_INTERVAL_S:
+        sys.setswitchinterval(limits.SERVER_SWITCH_INTERVAL_S)
+    if gc.get_threshold()[0] != limits.SERVER_GC_THRESHOLD:
+        gc.set_threshold(limits.SERVER_GC_THRESHOLD, *gc.get_threshold()[1:])
+
+
 def lower_page_priority() -> None:
     """Run this page's script below the forward passes' priority, where a pass may take the normal one
     back (:mod:`engine.runtime.priority`; the model worker is started at it): a room of pages then slows a
@@ -136,10 +156,6 @@ def shared_model(name: str = DEFAULT_MODEL, progress: Progress | None = None) ->
             # collection walks them again (see .streamlit/config.toml).
             gc.collect()
             gc.freeze()
-            # Young collections every 20,000 allocations, not 700: a room's sessions allocate a lot that
-            # lives (timelines, figures, logs) and each full collection then walked it all again, holding
-            # the GIL for up to 0.4 s (25 full collections in a 60 s load test; 6 with this).
-            gc.set_threshold(limits.SERVER_GC_THRESHOLD, *gc.get_threshold()[1:])
     return slot["model"]
 
 
