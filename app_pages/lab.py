@@ -11,12 +11,13 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.vllm_versions import FREE_POLICY_NOTES, FREE_POLICY_VERSIONS
+from teaching.pages.lab import LabRuns
 from teaching.scenarios.library import builtin_titles
 from teaching.scenarios.scenario import ScenarioError
 from ui.lab_player import lab_player
 from ui.persist import copy_back, mirror
 from ui.projector import projector_on
-from ui.settings import current_settings
+from ui.settings import LabSettings, current_settings
 from ui.state import CUSTOM, get_runs, init_lab_state, scenario_text, take_player_value, write_url
 from ui.style import LAB_CSS
 from ui.text import plain_md
@@ -53,7 +54,6 @@ def main() -> None:
         return
     primary = runs.runs[settings.free_policy]
     scenario = primary.scenario
-    take_player_value(len(primary.events))
     if not projector:
         a0, a1 = st.columns([1, 1], vertical_alignment="center")
         with a0.popover(f"About · {primary.num_blocks} blocks × {primary.block_size} tokens",
@@ -67,6 +67,15 @@ def main() -> None:
               help="Both free-queue rules on the same trace, their free queues side by side")
     t2.toggle("Predict the victim", key=mirror("lab_predict"), on_change=copy_back("lab_predict"),
               help="Playback stops before each allocation that evicts: pick the block that goes first")
+    player_view(runs, settings, projector)
+
+
+@st.fragment
+def player_view(runs: LabRuns, settings: LabSettings, projector: bool) -> None:
+    """The player, and the URL that follows it. A fragment: when playback rests and the player reports
+    its step, only this part runs again, not the page and its sidebar (a room's lab steps are most of
+    its reruns)."""
+    take_player_value(len(runs.runs[settings.free_policy].events))
     other = settings.other_policy if st.session_state["lab_compare"] else None
     settings_key = f"{settings.block_size}|{settings.num_blocks}|{settings.hash_algo}"
     lab_player(
