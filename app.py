@@ -11,7 +11,7 @@ from typing import cast
 
 import streamlit as st
 
-from ui.model import lower_page_priority, tune_page_server
+from ui.model import tune_page_server
 from ui.projector import apply_projector
 from ui.settings import render_sidebar
 from ui.state import restore_from_url
@@ -23,58 +23,47 @@ ROOT = Path(__file__).parent
 SETTINGS_PAGES = ("app_pages/lab.py", "app_pages/scenario_editor.py", "app_pages/compare.py", "app_pages/playground.py")
 
 
-settings_titles: set[str] = set()  # titles of the pages in SETTINGS_PAGES, as navigation reports them
-
-
-def page(path: str, title: str, icon: str, default: bool = False) -> st.Page:
-    if path in SETTINGS_PAGES:
-        settings_titles.add(title)
-    return st.Page(path, title=title, icon=icon, default=default)
-
-
-def optional_page(path: str, title: str, icon: str, default: bool = False) -> list[st.Page]:
-    """A page if its file exists (other pages are built separately), else nothing."""
-    return [page(path, title, icon, default)] if (ROOT / path).exists() else []
-
-
 def pages() -> tuple[dict[str, list[st.Page]], frozenset[str]]:
     """The navigation's pages and the titles of those with sidebar settings, built once per session:
     a ``st.Page`` resolves its file on the disk, about 80 system calls a run, and under a room's load
     each one waits for the GIL again."""
     if "_pages" not in st.session_state:
-        st.session_state["_pages"] = (build_pages(), frozenset(settings_titles))
+        st.session_state["_pages"] = build_pages()
     return cast(tuple[dict[str, list[st.Page]], frozenset[str]], st.session_state["_pages"])
 
 
-def build_pages() -> dict[str, list[st.Page]]:
-    sections = {
-        # Lessons page (app_pages/lessons.py): guided lessons from lessons/. A first visit lands on lesson 1.
-        "Learn": optional_page("app_pages/lessons.py", "Lessons", ":material/school:", default=True),
-        "Explore": [
-            # Playground page (app_pages/playground.py): real model, prompts as blocks.
-            *optional_page("app_pages/playground.py", "Playground", ":material/chat:"),
-            # Hash chain and "Why did it miss?" pages (app_pages/hash_chain.py, app_pages/why_miss.py).
-            *optional_page("app_pages/hash_chain.py", "Hash chain", ":material/link:"),
-            *optional_page("app_pages/why_miss.py", "Why did it miss?", ":material/search:"),
-            *optional_page("app_pages/live.py", "Live", ":material/sensors:"),
-        ],
-        "Lab": [
-            page("app_pages/lab.py", "Block pool & eviction lab", ":material/grid_view:",
-                 default=not (ROOT / "app_pages/lessons.py").exists()),
-            page("app_pages/scenario_editor.py", "Scenario editor", ":material/edit_note:"),
-            # KV cache groups page (app_pages/groups.py): a hybrid model's block tables per group.
-            page("app_pages/groups.py", "KV cache groups", ":material/view_column:"),
-            *optional_page("app_pages/second_tier.py", "A second tier", ":material/layers:"),
-        ],
-        # Compare page (app_pages/compare.py): cache off / vLLM / classic on one trace.
-        "Measure": optional_page("app_pages/compare.py", "Compare", ":material/bar_chart:"),
-        "At scale": optional_page("app_pages/traces.py", "Production traces", ":material/timeline:"),
-    }
-    return {name: items for name, items in sections.items() if items}
+#: The navigation: section -> (page file, title, icon). A page is registered only when its file exists.
+SECTIONS: dict[str, list[tuple[str, str, str]]] = {
+    "Learn": [("app_pages/lessons.py", "Lessons", ":material/school:")],  # guided lessons from lessons/
+    "Explore": [
+        ("app_pages/playground.py", "Playground", ":material/chat:"),  # the real model, prompts as blocks
+        ("app_pages/hash_chain.py", "Hash chain", ":material/link:"),
+        ("app_pages/why_miss.py", "Why did it miss?", ":material/search:"),
+        ("app_pages/live.py", "Live", ":material/sensors:"),  # a real server's cache from its KV events
+    ],
+    "Lab": [
+        ("app_pages/lab.py", "Block pool & eviction lab", ":material/grid_view:"),
+        ("app_pages/scenario_editor.py", "Scenario editor", ":material/edit_note:"),
+        ("app_pages/groups.py", "KV cache groups", ":material/view_column:"),  # a hybrid model's block tables per group
+        ("app_pages/second_tier.py", "A second tier", ":material/layers:"),
+    ],
+    "Measure": [("app_pages/compare.py", "Compare", ":material/bar_chart:")],  # cache off / vLLM / classic on one trace
+    "At scale": [("app_pages/traces.py", "Production traces", ":material/timeline:")],
+}
+
+
+def build_pages() -> tuple[dict[str, list[st.Page]], frozenset[str]]:
+    """The pages whose files exist, by section (a first visit lands on the lessons, else the lab), and
+    the titles of the pages in SETTINGS_PAGES."""
+    default = "app_pages/lessons.py" if (ROOT / "app_pages/lessons.py").exists() else "app_pages/lab.py"
+    sections = {name: [st.Page(path, title=title, icon=icon, default=path == default)
+                       for path, title, icon in items if (ROOT / path).exists()]
+                for name, items in SECTIONS.items()}
+    with_settings = frozenset(title for items in SECTIONS.values() for path, title, _ in items if path in SETTINGS_PAGES)
+    return {name: items for name, items in sections.items() if items}, with_settings
 
 
 tune_page_server()  # a room's server: the GIL's switch interval, the garbage collector (once)
-lower_page_priority()  # each run is a thread of its own: below the model's forward passes
 st.set_page_config(page_title="PrefixLab", page_icon="🧱", layout="wide")
 restore_from_url()
 sections, with_settings = pages()

@@ -47,11 +47,6 @@ KV_CHOICES_MIB = (8, 32, 128)  #: one session's pool, drawn from the shared budg
 #: On 2 cores, 30-session load test: later Playground requests' TTFT p95 0.35-0.50 s with one pass thread,
 #: 0.34-0.93 s with two (whose partner thread waits for a core the pages hold).
 PAGE_CORES = 1
-#: OS nice value of page scripts (engine.runtime.priority); 0: the model worker's own. It was 10 while the passes
-#: ran in the server's process. With them in the worker, a niced script that holds the GIL is the one the OS
-#: runs last, and every other thread of the server, the event loop too, waits for it (a profile of one lab
-#: session found 12% of the GIL-holding samples inside the call that lowers the priority).
-PAGE_SCRIPT_NICE = 0
 #: The app server's youngest-generation GC threshold (ui.model.tune_page_server); Python's is 700.
 SERVER_GC_THRESHOLD = 20_000
 #: How often the app server's threads hand the GIL over (ui.model.tune_page_server); Python's is 5 ms.

@@ -108,19 +108,6 @@ def tune_page_server() -> None:
         gc.set_threshold(limits.SERVER_GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
-def lower_page_priority() -> None:
-    """Run this page's script below the forward passes' priority, where a pass may take the normal one
-    back (:mod:`engine.runtime.priority`; the model worker is started at it): a room of pages then slows a
-    student's first token less. Measured with the 30-session load test on 2 cores, three runs each, while
-    the passes still ran in this process: a later Playground request's TTFT p95 0.51-0.75 s instead of
-    0.73-0.92 s, lab step p95 0.16-0.24 s instead of 0.26-0.31 s. Off since the passes moved to a worker
-    process (``limits.PAGE_SCRIPT_NICE``)."""
-    from engine.runtime.priority import can_restore_priority, set_thread_nice
-
-    if limits.PAGE_SCRIPT_NICE and can_restore_priority():
-        set_thread_nice(limits.PAGE_SCRIPT_NICE)
-
-
 Progress = Callable[[float, str], None]
 
 
@@ -139,15 +126,13 @@ def shared_model(name: str = DEFAULT_MODEL, progress: Progress | None = None) ->
     GGUF, ~30 s), the others wait on the lock and get the same object.
     """
     from engine.runtime.batching import StepBatcher
-    from engine.runtime.priority import normal_priority
     from engine.runtime.worker import WorkerExecutor
 
     slot = _model_slot(name)
     with slot["lock"]:
         if slot["model"] is None:
-            with normal_priority():  # the worker process keeps the nice value of the thread that starts it
-                worker = WorkerExecutor(name, None, "auto", limits.SHARED_KV_BUDGET_MIB, progress,
-                                        threads=max(1, (os.cpu_count() or 1) - limits.PAGE_CORES))
+            worker = WorkerExecutor(name, None, "auto", limits.SHARED_KV_BUDGET_MIB, progress,
+                                    threads=max(1, (os.cpu_count() or 1) - limits.PAGE_CORES))
             model = worker.model
             with _BATCHERS_LOCK:  # sessions take rows of the worker's pages (here only their shape)
                 _batchers()[id(model)] = StepBatcher(worker)

@@ -120,6 +120,7 @@ def show_requests(pg: PlaygroundSession, eng: LLMEngine) -> None:
                     chosen = st.pills("Blocks of", ids, default=ids[0], key=f"pg_blocks_of_{ids[0]}") or ids[0]
                 if chosen not in pg.drawn:  # a Plotly figure costs ~0.05 s of Python: build each one once
                     pg.drawn[chosen] = blocks_figure(request_view(eng, chosen))
+                pg.keep_drawn(ids)  # only the shown requests' figures stay in the session
                 plotly_chart(pg.drawn[chosen], key=f"pg_blocks_{chosen}", config=PLOT_CONFIG, theme=None)
     if len(pg.history) > SHOWN_REQUESTS:
         st.caption("Older: " + ", ".join(i.id for i in pg.history[SHOWN_REQUESTS:]))

@@ -15,5 +15,4 @@ API server and its executors:
 * ``host``         :func:`~engine.runtime.host.tune_host`: the one explicit call that sets process-wide
                    knobs (OpenMP's wait policy); entry points call it, importing a module sets nothing
 * ``huge_pages``   the weights on transparent huge pages (a malloc setting read at process start)
-* ``priority``     forward passes at normal OS priority, page scripts below it
 """

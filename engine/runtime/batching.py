@@ -27,7 +27,6 @@ from engine.model.packing import PassOutput, step_inputs
 from engine.model.runner import ModelBackend
 from engine.model.weights import ModelShape
 from engine.runtime.executor import Executor
-from engine.runtime.priority import normal_priority
 from engine.runtime.shared_pages import SharedPages, physical_rows
 from engine.scheduler import ScheduledRequest, SchedulerOutput
 
@@ -122,8 +121,7 @@ class StepBatcher:
                     self._cond.notify_all()
                     raise
             try:
-                with normal_priority():  # a page script may lead this pass, at its lower priority
-                    self._forward(batch)
+                self._forward(batch)
             except Exception as exc:  # every waiting session gets the error, none hangs
                 for each in batch:
                     each.error = exc

@@ -71,8 +71,7 @@ class WorkerExecutor(Executor):
     """A child process that loads ``name`` and runs forward passes over its own KV pages of ``budget_mib``.
 
     Here :attr:`pages` are those pages' shape only (``meta``): engines take their rows of them, the
-    worker writes the real ones. Start it from a thread at normal priority: a process inherits its
-    parent thread's nice value.
+    worker writes the real ones.
     """
 
     def __init__(self, name: str, dtype: str | None, device: str, budget_mib: int,

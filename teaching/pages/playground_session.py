@@ -92,6 +92,10 @@ class PlaygroundSession:
             if self.next_input < len(inputs):
                 self.fill_input(inputs[self.next_input])
 
+    def keep_drawn(self, shown: list[str]) -> None:
+        """Forget the pictures of requests no longer shown: a session keeps a few figures, not one per request."""
+        self.drawn = {request_id: figure for request_id, figure in self.drawn.items() if request_id in shown}
+
     # -- the engine -------------------------------------------------------------------------------------
     def engine_for(self, settings: EngineSettings, build: BuildEngine) -> LLMEngine:
         """This session's engine; rebuilt (empty pool, no requests) when ``settings`` changed or after Clear."""

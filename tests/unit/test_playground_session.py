@@ -122,3 +122,10 @@ def test_chat_turns_are_kept_only_when_continuing() -> None:
     engine = pg.engine_for(SETTINGS, build)
     assert not pg.send(pg.current_text, engine)  # the simulator has no chat template: the engine says so
     assert "chat template" in str(pg.error) and pg.message == PRESETS["multi-turn"].inputs[0]
+
+
+def test_only_the_shown_requests_pictures_are_kept() -> None:
+    pg = PlaygroundSession(kv_mib=8)
+    pg.drawn = {"r1": "figure 1", "r2": "figure 2", "r3": "figure 3"}
+    pg.keep_drawn(["r3", "r2", "r9"])
+    assert pg.drawn == {"r2": "figure 2", "r3": "figure 3"}
