@@ -8,14 +8,16 @@ are simply read from the pages.
 
 Two paths, both one kernel call per group rather than per token:
 
-* **decodes** (one new token each) are attended all together. Usually their block tables are
-  padded to the longest, the pages gathered into ``[requests, context, ...]``, and padded keys
-  masked out. When the requests share most of their context (a common system prompt, the case
-  prefix caching is for), gathering it once per request would copy the same blocks again and
-  again; then the *union* of their blocks is gathered once and each request's query is masked to
-  its own blocks (softmax attention does not care in which order the keys come). vLLM's cascade
-  attention exploits the same sharing. The same path serves a batch whose blocks lie in one run
-  of consecutive ids (as a fresh pool hands them out): that run is read in place, with no gather.
+* **decodes** (one new token each) are attended all together. Requests that share a cached prefix
+  share its blocks, and so their first block (hashes chain: sharing block i means sharing every
+  block before it). The decodes are grouped by that first block; each group's blocks (the *union*
+  of its members' tables) are gathered once into a row of ``[groups, context, ...]``, padded to the
+  longest union, and each request's query rows are masked to its own keys (softmax attention does
+  not care in which order the keys come). Gathering a shared prefix once per request would copy the
+  same blocks again and again; vLLM's cascade attention exploits the same sharing. With nothing
+  shared every group is one request: its own blocks, padded to the longest table. When the whole
+  batch shares most of its context, or its blocks lie in one run of consecutive ids (as a fresh pool
+  hands them out), the batch is one group, and that run is read in place, with no gather.
 * **prefill chunks** (several new tokens) run one request at a time; a prefill from position 0
   needs no cache read at all (its keys are exactly this step's keys), a chunk whose context lies in
   consecutive blocks reads it in place.
@@ -58,10 +60,13 @@ class SequenceSlice:
 class DecodeBatch:
     """All one-token requests of the step, attended in one call.
 
-    Padded (``shared_blocks`` is None): ``block_tables`` ``[num_decodes, max_blocks]`` padded with
-    block 0 (the pool's null block), ``key_mask`` ``[num_decodes, 1, 1, max_blocks * block_size]``.
-    Shared context: ``shared_blocks`` ``[num_blocks]`` is the union of their blocks, read once, and
-    ``key_mask`` ``[num_decodes, num_blocks * block_size]`` says which of those keys each sees. When
+    Grouped (``shared_blocks`` is None): ``block_tables`` ``[groups, max_blocks]``, each group's union
+    of blocks padded with block 0 (the pool's null block); ``key_mask`` ``[groups, slots, max_blocks *
+    block_size]``, which keys the request in each slot of a group sees (a group has up to ``slots``
+    requests); ``slots`` ``[num_decodes]``, each request's place ``group * slots + slot`` (None when
+    request i is in place i, e.g. every request a group of its own).
+    One shared context: ``shared_blocks`` ``[num_blocks]`` is the union of all their blocks, read once,
+    and ``key_mask`` ``[num_decodes, num_blocks * block_size]`` says which of those keys each sees. When
     ``span_start`` is set, ``shared_blocks`` are the consecutive blocks from there (the union and the
     few free or foreign blocks between, masked out): read in place, without a copy.
     """
@@ -70,6 +75,8 @@ class DecodeBatch:
     block_tables: torch.Tensor | None
     key_mask: torch.Tensor  # bool: True = a key this request attends to
     contiguous_from: int | None  # the rows are start..start+n-1 (a slice, no gather); None otherwise
+    slots: torch.Tensor | None = None  # grouped: each request's group * slots_per_group + slot; None: its own index
+    slots_per_group: int = 1
     shared_blocks: torch.Tensor | None = None
     span_start: int | None = None
     biases: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False)  # see attention_bias
@@ -148,14 +155,7 @@ class AttentionMetadata:
             if reads_shared_context(decode_tables):
                 decode = shared_context_decode(rows, contiguous, decode_tables, decode_lens, block_size, device, window)
             else:
-                width = max(len(t) for t in decode_tables)
-                tables = torch.tensor([t + [0] * (width - len(t)) for t in decode_tables], dtype=torch.long, device=device)
-                lens = torch.tensor(decode_lens, device=device)
-                key_index = torch.arange(width * block_size, device=device)[None, :]
-                key_mask = key_index < lens[:, None]
-                if window is not None:
-                    key_mask &= key_index >= lens[:, None] - window
-                decode = DecodeBatch(rows, tables, key_mask[:, None, None, :], contiguous)
+                decode = grouped_decode(rows, contiguous, decode_tables, decode_lens, block_size, device, window)
         return cls(torch.tensor(slots, dtype=torch.long, device=device), seqs, decode, len(slots),
                    sliding_window=window, chunks=chunks, block_size=block_size)
 
@@ -207,18 +207,61 @@ def shared_context_decode(rows: torch.Tensor, contiguous_from: int | None, table
     if span_start is not None:
         blocks = list(range(span_start, blocks[-1] + 1))
     union = torch.tensor(blocks, dtype=torch.long, device=device)
+    mask = union_key_mask(tables, lens, blocks, block_size, device, window)
+    return DecodeBatch(rows, None, mask, contiguous_from, shared_blocks=union, span_start=span_start)
+
+
+def union_key_mask(tables: list[list[int]], lens: list[int], union: list[int], block_size: int,
+                   device: torch.device | str, window: int | None = None) -> torch.Tensor:
+    """``[len(tables), len(union) * block_size]``: which keys of the blocks ``union`` (sorted, holding every
+    block of ``tables``) each request sees: its own blocks' tokens up to its length (and in its window)."""
+    union_ids = torch.tensor(union, dtype=torch.long, device=device)
     flat = torch.tensor([b for t in tables for b in t], dtype=torch.long, device=device)
     owner = torch.tensor([r for r, t in enumerate(tables) for _ in t], dtype=torch.long, device=device)
     index_in_table = torch.tensor([j for t in tables for j in range(len(t))], device=device)
     # Tokens of each (request, block) that hold context: all of a full block, fewer in the last one.
     filled = (torch.tensor(lens, device=device)[owner] - index_in_table * block_size).clamp(0, block_size)
-    mask = torch.zeros(len(tables), union.shape[0], block_size, dtype=torch.bool, device=device)
+    mask = torch.zeros(len(tables), len(union), block_size, dtype=torch.bool, device=device)
     visible = torch.arange(block_size, device=device)[None, :] < filled[:, None]
     if window is not None:  # and not before the window: position >= len - window
         position = index_in_table[:, None] * block_size + torch.arange(block_size, device=device)[None, :]
         visible &= position >= (torch.tensor(lens, device=device)[owner] - window)[:, None]
-    mask[owner, torch.searchsorted(union, flat)] = visible
-    return DecodeBatch(rows, None, mask.view(len(tables), -1), contiguous_from, shared_blocks=union, span_start=span_start)
+    mask[owner, torch.searchsorted(union_ids, flat)] = visible
+    return mask.view(len(tables), -1)
+
+
+def prefix_groups(tables: list[list[int]]) -> list[list[int]]:
+    """The decodes (indices into ``tables``) grouped by their first block, i.e. by the prefix they share;
+    every decode on its own when grouping would not read fewer blocks than one padded table each."""
+    by_first: dict[int, list[int]] = {}
+    for i, table in enumerate(tables):
+        by_first.setdefault(table[0], []).append(i)
+    groups = list(by_first.values())
+    widest_union = max(len({b for i in group for b in tables[i]}) for group in groups)
+    if len(groups) * widest_union < len(tables) * max(len(t) for t in tables):
+        return groups
+    return [[i] for i in range(len(tables))]
+
+
+def grouped_decode(rows: torch.Tensor, contiguous_from: int | None, tables: list[list[int]], lens: list[int],
+                   block_size: int, device: torch.device | str, window: int | None = None) -> DecodeBatch:
+    """A decode batch in groups of requests sharing a prefix (see module doc): each group's union of blocks,
+    padded to the widest, and which of its keys each request of the group sees."""
+    groups = prefix_groups(tables)
+    unions = [sorted({b for i in group for b in tables[i]}) for group in groups]
+    width, slots = max(len(u) for u in unions), max(len(g) for g in groups)
+    mask = torch.zeros(len(groups), slots, width * block_size, dtype=torch.bool, device=device)
+    mask[:, :, 0] = True  # an empty slot sees one key (its row is dropped): a row seeing none would be NaN
+    place = [0] * len(tables)
+    for g, (group, union) in enumerate(zip(groups, unions)):
+        mask[g, :len(group), :len(union) * block_size] = union_key_mask(
+            [tables[i] for i in group], [lens[i] for i in group], union, block_size, device, window)
+        for slot, i in enumerate(group):
+            place[i] = g * slots + slot
+    padded = torch.tensor([u + [0] * (width - len(u)) for u in unions], dtype=torch.long, device=device)
+    in_place = place == list(range(len(groups) * slots))
+    return DecodeBatch(rows, padded, mask, contiguous_from, slots_per_group=slots,
+                       slots=None if in_place else torch.tensor(place, dtype=torch.long, device=device))
 
 
 def attention_bias(memo: dict[torch.dtype, torch.Tensor], dtype: torch.dtype,
@@ -259,13 +302,18 @@ def decode_attention(q: torch.Tensor, cache: LayerKVCache, batch: DecodeBatch, s
     if batch.shared_blocks is not None:
         return shared_context_attention(q, cache, batch, scale)
     assert batch.block_tables is not None
-    k, v = cache.gather(batch.block_tables)  # [num, context, n_kv_heads, head_dim] each
-    n_kv = k.shape[2]
-    o = F.scaled_dot_product_attention(
-        q.view(num, n_kv, n_heads // n_kv, head_dim), k.transpose(1, 2), v.transpose(1, 2),
-        attn_mask=attention_bias(batch.biases, q.dtype, lambda: batch.key_mask), scale=scale,
-    )
-    return o.reshape(num, n_heads, head_dim)
+    k, v = cache.gather(batch.block_tables)  # [groups, context, n_kv_heads, head_dim] each
+    groups, slots, n_kv = k.shape[0], batch.slots_per_group, k.shape[2]
+    group = n_heads // n_kv
+    if batch.slots is not None:  # place each query in its group's slot (some slots may stay empty)
+        q = q.new_zeros(groups * slots, n_heads, head_dim).index_copy_(0, batch.slots, q)
+    # Each group's query rows per K/V head: slot s, query head j of the K/V head -> row s * group + j.
+    rows = q.view(groups, slots, n_kv, group, head_dim).transpose(1, 2).reshape(groups, n_kv, slots * group, head_dim)
+    key_mask = batch.key_mask
+    bias = attention_bias(batch.biases, q.dtype, lambda: key_mask.repeat_interleave(group, dim=1)[:, None])
+    o = F.scaled_dot_product_attention(rows, k.transpose(1, 2), v.transpose(1, 2), attn_mask=bias, scale=scale)
+    o = o.view(groups, n_kv, slots, group, head_dim).transpose(1, 2).reshape(groups * slots, n_heads, head_dim)
+    return o if batch.slots is None else o.index_select(0, batch.slots)
 
 
 def shared_context_attention(q: torch.Tensor, cache: LayerKVCache, batch: DecodeBatch, scale: float) -> torch.Tensor:

@@ -103,7 +103,8 @@ def test_metadata_finds_decodes_among_prefills():
     assert meta.decode is not None
     assert meta.decode.rows.tolist() == [6, 10] and meta.decode.contiguous_from is None
     assert meta.decode.block_tables.tolist() == [[9], [6]]
-    assert meta.decode.key_mask[:, 0, 0].tolist() == [[True] * 3 + [False], [True] + [False] * 3]
+    assert meta.decode.key_mask[:, 0].tolist() == [[True] * 3 + [False], [True] + [False] * 3]
+    assert meta.decode.slots is None  # nothing shared: each request a group of its own, in its own place
     assert [s.query_len for s in meta.prefills] == [6, 3]
 
 
@@ -201,3 +202,25 @@ def test_decodes_with_little_in_common_keep_the_padded_gather():
     tables = [[1, 2, 3], [14, 15, 16], [27, 28, 29]]  # scattered: no run of consecutive blocks either
     meta = AttentionMetadata.build([(t, 10, 1) for t in tables], block_size=4, device="cpu")
     assert meta.decode is not None and meta.decode.shared_blocks is None and meta.decode.block_tables is not None
+
+
+def test_decodes_in_groups_sharing_a_prefix_read_each_prefix_once_and_equal_one_request_at_a_time():
+    torch.manual_seed(5)
+    block_size, heads, kv_heads, dim = 4, 6, 2, 8
+    cache = PagedKVCache(1, 64, block_size, kv_heads, dim, torch.float32, "cpu")
+    cache.data.normal_()
+    first, second = [30, 3, 17, 8], [41, 12, 25, 36]  # two system prompts, scattered over the pool
+    # Requests of the two prompts interleaved, three and two of them, and one sharing nothing.
+    tables = [first + [50], second + [44], first + [5, 60], [21, 2, 55, 56, 57], second + [9], first + [27]]
+    lens = [18, 20, 23, 19, 17, 19]
+    meta = AttentionMetadata.build([(t, n - 1, 1) for t, n in zip(tables, lens)], block_size, "cpu")
+    decode = meta.decode
+    assert decode is not None and decode.shared_blocks is None and decode.block_tables is not None
+    assert decode.slots_per_group == 3 and decode.slots is not None
+    unions = [sorted(set(row.tolist()) - {0}) for row in decode.block_tables]
+    assert unions == [sorted(first + [50, 5, 60, 27]), sorted(second + [44, 9]), sorted([21, 2, 55, 56, 57])]
+    assert decode.slots.tolist() == [0, 3, 1, 6, 4, 2]  # group * 3 + place in its group
+    q = torch.randn(len(tables), heads, dim)
+    batched = decode_attention(q, cache[0], decode, scale=0.3)
+    assert torch.isfinite(batched).all()
+    assert_each_equals_attending_alone(batched, q, cache, tables, lens)
