@@ -160,22 +160,17 @@ class AttentionMetadata:
                    sliding_window=window, chunks=chunks, block_size=block_size)
 
 
-#: Gather the union of a decode batch's blocks when the padded gather would copy at least this many
-#: times more blocks (so most of the context is shared)...
-SHARED_CONTEXT_MIN_SAVING = 2
-#: ...and the union is at most this many times the longest table: every query scores every key of
-#: the union, so a union much wider than one request's context would cost more arithmetic than it saves.
+#: A group of decodes sharing a prefix reads the union of their blocks once when that union is at most
+#: this many times its longest table: every query of the group scores every key of the union, so a union
+#: much wider than one request's context costs more arithmetic than the copies it saves.
 SHARED_CONTEXT_MAX_WIDENING = 4
 
 
 def reads_shared_context(tables: list[list[int]]) -> bool:
-    """Whether a decode batch reads the union of its blocks once (see module doc): when it shares
-    enough of them, or when they lie in one run of consecutive blocks (read in place, no copy, as
-    in a fresh pool), and the union is not much wider than one request's context."""
-    longest = max(len(t) for t in tables)
-    blocks = {b for t in tables for b in t}
-    shares = len(blocks) * SHARED_CONTEXT_MIN_SAVING <= len(tables) * longest
-    return (shares or consecutive_enough(blocks)) and len(blocks) <= SHARED_CONTEXT_MAX_WIDENING * longest
+    """Whether a decode batch is one group (see module doc): every request shares its first block (so a
+    prefix) and their union is not much wider than one request's context. A lone request counts when its
+    blocks lie in one run (read in place, no copy)."""
+    return len(prefix_groups(tables)) == 1 and (len(tables) > 1 or consecutive_enough(tables[0]))
 
 
 #: Read a shared context's blocks in place, as one run of consecutive blocks, when that run is at most
@@ -231,12 +226,20 @@ def union_key_mask(tables: list[list[int]], lens: list[int], union: list[int], b
 
 
 def prefix_groups(tables: list[list[int]]) -> list[list[int]]:
-    """The decodes (indices into ``tables``) grouped by their first block, i.e. by the prefix they share;
-    every decode on its own when grouping would not read fewer blocks than one padded table each."""
+    """The decodes (indices into ``tables``) grouped by their first block, i.e. by the prefix they share. A
+    group whose union is too wide (SHARED_CONTEXT_MAX_WIDENING) splits into its requests; every request is
+    on its own when the groups, padded to the widest union, would not read fewer blocks than one padded
+    table each."""
     by_first: dict[int, list[int]] = {}
     for i, table in enumerate(tables):
         by_first.setdefault(table[0], []).append(i)
-    groups = list(by_first.values())
+    groups: list[list[int]] = []
+    for group in by_first.values():
+        union = len({b for i in group for b in tables[i]})
+        if union <= SHARED_CONTEXT_MAX_WIDENING * max(len(tables[i]) for i in group):
+            groups.append(group)
+        else:
+            groups.extend([i] for i in group)
     widest_union = max(len({b for i in group for b in tables[i]}) for group in groups)
     if len(groups) * widest_union < len(tables) * max(len(t) for t in tables):
         return groups

@@ -224,3 +224,20 @@ def test_decodes_in_groups_sharing_a_prefix_read_each_prefix_once_and_equal_one_
     batched = decode_attention(q, cache[0], decode, scale=0.3)
     assert torch.isfinite(batched).all()
     assert_each_equals_attending_alone(batched, q, cache, tables, lens)
+
+
+def test_decodes_of_two_prefixes_in_one_run_of_blocks_are_attended_in_two_groups():
+    torch.manual_seed(6)
+    block_size, heads, kv_heads, dim = 4, 6, 2, 8
+    cache = PagedKVCache(1, 32, block_size, kv_heads, dim, torch.float32, "cpu")
+    cache.data.normal_()
+    first, second = [1, 2, 3, 4], [5, 6, 7, 8]  # a fresh pool: every block in one run
+    tables = [first + [9], second + [10], first + [11], second + [12]]
+    lens = [18, 19, 17, 20]
+    meta = AttentionMetadata.build([(t, n - 1, 1) for t, n in zip(tables, lens)], block_size, "cpu")
+    decode = meta.decode
+    # One run would make every query score both prompts' keys; two groups score only their own prompt.
+    assert decode is not None and decode.shared_blocks is None and decode.block_tables is not None
+    assert decode.block_tables.tolist() == [first + [9, 11], second + [10, 12]]
+    q = torch.randn(len(tables), heads, dim)
+    assert_each_equals_attending_alone(decode_attention(q, cache[0], decode, scale=0.3), q, cache, tables, lens)
