@@ -45,6 +45,7 @@ test-fast: install-dev
 # spent waiting (for a browser to draw, a server to start), which other workers fill. Ports: tests/ports.py.
 TEST_WORKERS ?= 3
 
-# Every test once: the fast tier above, then the rest (pytest skips the fast folders the second time).
+# Every test once: the fast tier above, then the rest (pytest skips the fast folders the second time),
+# naming its fifteen slowest tests at the end (what to look at when the suite grows past 15 minutes).
 test: test-fast lint browser
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(addprefix --ignore=,$(FAST_TESTS))
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15 $(addprefix --ignore=,$(FAST_TESTS))
