@@ -63,7 +63,9 @@ class Tab:
     player: tuple[str, str] | None = None  # the lab player component's (widget id, fragment id)
     nonce: int = 0
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    started: bool = False  # a script run began after the last rerun request was sent
     first_text_at: float | None = None
+    alerts: list[str] = field(default_factory=list)  # what the last run said in st.error / st.warning / st.info
     closed_unexpectedly: bool = False
     running: bool = True
 
@@ -96,9 +98,17 @@ class Tab:
                     self.disabled[key] = element.button.disabled
                 elif which == "component_instance" and element.component_instance.component_name.endswith("lab_player"):
                     self.player = (element.component_instance.id, msg.delta.fragment_id)
+                elif which == "alert":
+                    self.alerts.append(element.alert.body)
+                elif which == "exception":
+                    self.alerts.append(f"{element.exception.type}: {element.exception.message}")
                 elif which == "markdown" and "▌" in element.markdown.body and self.first_text_at is None:
                     self.first_text_at = time.monotonic()  # the Playground's first streamed text
-            elif kind == "script_finished":
+            elif kind == "new_session":  # every script run (a fragment's too) starts with one
+                self.started = True
+            elif kind == "script_finished" and self.started and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
+                # The run our request started, to its end: not the end of a run that was already going (the
+                # server stops that one for ours), nor of one that stops to rerun (the Playground after an answer).
                 self.finished.set()
 
     async def rerun(self, trigger: str | None = None, *, player_step: int | None = None) -> float:
@@ -122,7 +132,9 @@ class Tab:
             widget.id, state.fragment_id = self.player
             widget.json_value = json.dumps({"step": player_step, "block": None, "nonce": f"load-{self.nonce}"})
         self.finished.clear()
+        self.started = False
         self.first_text_at = None
+        self.alerts = []
         start = time.monotonic()
         await self.conn.send(back.SerializeToString())
         await asyncio.wait_for(self.finished.wait(), RUN_TIMEOUT_S)
@@ -212,10 +224,11 @@ async def playground_request(tab: Tab) -> tuple[float, float]:
     start = time.monotonic()
     total = await tab.rerun("pg_send")
     if tab.first_text_at is None:
-        raise RuntimeError("no streamed text (was Send disabled, or the request refused?)")
+        said = "; ".join(tab.alerts) or "nothing"
+        raise RuntimeError(f"no streamed text (Send was {'disabled' if tab.disabled.get('pg_send') else 'enabled'}; "
+                           f"the page said: {said[:300]})")
     ttft = tab.first_text_at - start
-    await tab.rerun()  # the page reruns itself after an answer; wait for Send to be enabled again
-    return ttft, total
+    return ttft, total  # the page reran itself after the answer (Send enabled again) before that run ended
 
 
 async def playground_student(base: str, results: Results, until: float, delay: float, labs: int) -> None:
