@@ -4,7 +4,8 @@ The workload is ``vllm bench serve``'s ``prefix_repetition`` dataset (by default
 x 4, 32-token suffixes, 32 output tokens, 48 prompts, concurrency 8, ``--ignore-eos``, greedy), run
 through the shared ``vllm-bench-serve`` tool (vLLM's ``vllm.benchmarks.serve`` in the ``vllm-env cpu``
 venv). The two servers run one after the other in this one invocation, each alone on the machine, on
-the same converted SmolLM2 folder, block size 32 (vLLM's CPU attention wants a multiple of 32), fp32.
+the same converted SmolLM2 folder, block size 32 (vLLM's CPU attention wants a multiple of 32), fp32;
+with ``--repeat K`` the one that goes first alternates from round to round.
 
 Printed as the README's Markdown table: output throughput, mean/median time per output token, TTFT
 p50/p99, failed requests, each as PrefixLab / vLLM; then whether the greedy texts are equal prompt by
@@ -130,9 +131,16 @@ def main(argv: list[str] | None = None) -> int:
             work = Path(tmp)
             load = os.getloadavg()
             started = time.perf_counter()
-            theirs = bench_vllm(python, folder, work, args)
-            ours = bench_prefixlab(folder, work, args)
-            print(f"{'' if args.repeat == 1 else f'Round {round_} of {args.repeat}: '}{args.num_prompts} prompts, "
+            # Turns alternate (vLLM first in odd rounds, PrefixLab first in even ones): a server that always
+            # ran second would always meet what the first one left behind on the machine.
+            first = "vLLM" if round_ % 2 else "PrefixLab"
+            if round_ % 2:
+                theirs = bench_vllm(python, folder, work, args)
+                ours = bench_prefixlab(folder, work, args)
+            else:
+                ours = bench_prefixlab(folder, work, args)
+                theirs = bench_vllm(python, folder, work, args)
+            print(f"{'' if args.repeat == 1 else f'Round {round_} of {args.repeat} ({first} first): '}{args.num_prompts} prompts, "
                   f"concurrency {args.concurrency}, PrefixLab threads {args.prefixlab_threads or 'by load'}; load average "
                   f"before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}; {time.perf_counter() - started:.0f} s", flush=True)
             print(report(ours, theirs), flush=True)
