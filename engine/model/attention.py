@@ -152,10 +152,11 @@ class AttentionMetadata:
             first = decode_rows[0]
             contiguous = first if decode_rows == list(range(first, first + len(decode_rows))) else None
             rows = torch.tensor(decode_rows, dtype=torch.long, device=device)
-            if reads_shared_context(decode_tables):
+            groups = prefix_groups(decode_tables)
+            if reads_shared_context(decode_tables, groups):
                 decode = shared_context_decode(rows, contiguous, decode_tables, decode_lens, block_size, device, window)
             else:
-                decode = grouped_decode(rows, contiguous, decode_tables, decode_lens, block_size, device, window)
+                decode = grouped_decode(rows, contiguous, decode_tables, decode_lens, groups, block_size, device, window)
         return cls(torch.tensor(slots, dtype=torch.long, device=device), seqs, decode, len(slots),
                    sliding_window=window, chunks=chunks, block_size=block_size)
 
@@ -166,11 +167,11 @@ class AttentionMetadata:
 SHARED_CONTEXT_MAX_WIDENING = 4
 
 
-def reads_shared_context(tables: list[list[int]]) -> bool:
-    """Whether a decode batch is one group (see module doc): every request shares its first block (so a
-    prefix) and their union is not much wider than one request's context. A lone request counts when its
-    blocks lie in one run (read in place, no copy)."""
-    return len(prefix_groups(tables)) == 1 and (len(tables) > 1 or consecutive_enough(tables[0]))
+def reads_shared_context(tables: list[list[int]], groups: list[list[int]]) -> bool:
+    """Whether a decode batch is one group (``groups``: :func:`prefix_groups` of ``tables``): every request
+    shares its first block (so a prefix) and their union is not much wider than one request's context. A
+    lone request counts when its blocks lie in one run (read in place, no copy)."""
+    return len(groups) == 1 and (len(tables) > 1 or consecutive_enough(tables[0]))
 
 
 #: Read a shared context's blocks in place, as one run of consecutive blocks, when that run is at most
@@ -234,23 +235,25 @@ def prefix_groups(tables: list[list[int]]) -> list[list[int]]:
     for i, table in enumerate(tables):
         by_first.setdefault(table[0], []).append(i)
     groups: list[list[int]] = []
+    widest_union = 0
     for group in by_first.values():
         union = len({b for i in group for b in tables[i]})
         if union <= SHARED_CONTEXT_MAX_WIDENING * max(len(tables[i]) for i in group):
             groups.append(group)
+            widest_union = max(widest_union, union)
         else:
             groups.extend([i] for i in group)
-    widest_union = max(len({b for i in group for b in tables[i]}) for group in groups)
+            widest_union = max(widest_union, *(len(tables[i]) for i in group))
     if len(groups) * widest_union < len(tables) * max(len(t) for t in tables):
         return groups
     return [[i] for i in range(len(tables))]
 
 
 def grouped_decode(rows: torch.Tensor, contiguous_from: int | None, tables: list[list[int]], lens: list[int],
-                   block_size: int, device: torch.device | str, window: int | None = None) -> DecodeBatch:
-    """A decode batch in groups of requests sharing a prefix (see module doc): each group's union of blocks,
-    padded to the widest, and which of its keys each request of the group sees."""
-    groups = prefix_groups(tables)
+                   groups: list[list[int]], block_size: int, device: torch.device | str,
+                   window: int | None = None) -> DecodeBatch:
+    """A decode batch in ``groups`` of requests sharing a prefix (:func:`prefix_groups`, see module doc): each
+    group's union of blocks, padded to the widest, and which of its keys each request of the group sees."""
     unions = [sorted({b for i in group for b in tables[i]}) for group in groups]
     width, slots = max(len(u) for u in unions), max(len(g) for g in groups)
     mask = torch.zeros(len(groups), slots, width * block_size, dtype=torch.bool, device=device)

@@ -76,6 +76,17 @@ def test_handing_back_pages_keeps_every_value(tmp_path):
         assert torch.equal(tensor, before)
 
 
+BLOCK_SIZE, HEADS, KV_HEADS, DIM = 4, 6, 2, 8  # the attention tests' small model shape
+
+
+def random_pages(seed: int, num_blocks: int) -> PagedKVCache:
+    """One layer of pages (blocks of 4 tokens, 2 K/V heads of 8 dims) filled with seeded random K/V."""
+    torch.manual_seed(seed)
+    cache = PagedKVCache(1, num_blocks, BLOCK_SIZE, KV_HEADS, DIM, torch.float32, "cpu")
+    cache.data.normal_()
+    return cache
+
+
 def assert_each_equals_attending_alone(batched, q, cache, tables, lens) -> None:
     """Each request's row of a batched decode == plain SDPA over its own context, read through its table."""
     for i, (table, n) in enumerate(zip(tables, lens)):
@@ -86,10 +97,8 @@ def assert_each_equals_attending_alone(batched, q, cache, tables, lens) -> None:
 
 
 def test_batched_decode_attention_equals_one_request_at_a_time():
-    torch.manual_seed(0)
-    block_size, heads, kv_heads, dim = 4, 6, 2, 8
-    cache = PagedKVCache(1, 16, block_size, kv_heads, dim, torch.float32, "cpu")
-    cache.data.normal_()
+    block_size, heads, dim = BLOCK_SIZE, HEADS, DIM
+    cache = random_pages(seed=0, num_blocks=16)
     tables, lens = [[3, 7, 1], [5], [2, 9, 11, 4]], [10, 2, 16]
     meta = AttentionMetadata.build([(t, n - 1, 1) for t, n in zip(tables, lens)], block_size, "cpu")
     assert meta.decode is not None and meta.decode.contiguous_from == 0
@@ -147,10 +156,8 @@ def test_openmp_sleeps_on_a_busy_machine_unless_the_threads_were_given_their_cor
 
 
 def test_decodes_sharing_their_context_read_it_once_and_equal_one_request_at_a_time():
-    torch.manual_seed(1)
-    block_size, heads, kv_heads, dim = 4, 6, 2, 8
-    cache = PagedKVCache(1, 32, block_size, kv_heads, dim, torch.float32, "cpu")
-    cache.data.normal_()
+    block_size, heads, dim = BLOCK_SIZE, HEADS, DIM
+    cache = random_pages(seed=1, num_blocks=32)
     prefix = [3, 7, 1, 12, 5]  # a shared system prompt: five full blocks
     tables = [prefix + [20], prefix + [21, 22], prefix + [9], prefix]
     lens = [22, 27, 21, 19]  # the last ends inside the shared prefix's last block
@@ -164,10 +171,8 @@ def test_decodes_sharing_their_context_read_it_once_and_equal_one_request_at_a_t
 
 
 def test_decodes_sharing_a_run_of_consecutive_blocks_read_it_in_place():
-    torch.manual_seed(2)
-    block_size, heads, kv_heads, dim = 4, 6, 2, 8
-    cache = PagedKVCache(1, 32, block_size, kv_heads, dim, torch.float32, "cpu")
-    cache.data.normal_()
+    block_size, heads, dim = BLOCK_SIZE, HEADS, DIM
+    cache = random_pages(seed=2, num_blocks=32)
     prefix = [4, 5, 6, 7, 8, 9, 10]  # a fresh pool hands out consecutive blocks
     tables = [prefix + [11], prefix + [13, 14], prefix + [15]]  # block 12 belongs to someone else
     lens = [31, 36, 30]
@@ -180,10 +185,8 @@ def test_decodes_sharing_a_run_of_consecutive_blocks_read_it_in_place():
 
 
 def test_a_chunk_after_a_prefix_in_a_run_of_blocks_reads_it_in_place_with_the_same_result():
-    torch.manual_seed(4)
-    block_size, heads, kv_heads, dim = 4, 6, 2, 8
-    cache = PagedKVCache(1, 32, block_size, kv_heads, dim, torch.float32, "cpu")
-    cache.data.normal_()
+    block_size, heads, kv_heads, dim = BLOCK_SIZE, HEADS, KV_HEADS, DIM
+    cache = random_pages(seed=4, num_blocks=32)
     # A cached prefix in blocks 5-9 and 11, the chunk ending in block 12 (block 10 is someone else's):
     # 22 cached tokens, 3 new, the last one at position 24.
     chunk = ([5, 6, 7, 8, 9, 11, 12], 22, 3)
@@ -205,10 +208,8 @@ def test_decodes_with_little_in_common_keep_the_padded_gather():
 
 
 def test_decodes_in_groups_sharing_a_prefix_read_each_prefix_once_and_equal_one_request_at_a_time():
-    torch.manual_seed(5)
-    block_size, heads, kv_heads, dim = 4, 6, 2, 8
-    cache = PagedKVCache(1, 64, block_size, kv_heads, dim, torch.float32, "cpu")
-    cache.data.normal_()
+    block_size, heads, dim = BLOCK_SIZE, HEADS, DIM
+    cache = random_pages(seed=5, num_blocks=64)
     first, second = [30, 3, 17, 8], [41, 12, 25, 36]  # two system prompts, scattered over the pool
     # Requests of the two prompts interleaved, three and two of them, and one sharing nothing.
     tables = [first + [50], second + [44], first + [5, 60], [21, 2, 55, 56, 57], second + [9], first + [27]]
@@ -227,10 +228,8 @@ def test_decodes_in_groups_sharing_a_prefix_read_each_prefix_once_and_equal_one_
 
 
 def test_decodes_of_two_prefixes_in_one_run_of_blocks_are_attended_in_two_groups():
-    torch.manual_seed(6)
-    block_size, heads, kv_heads, dim = 4, 6, 2, 8
-    cache = PagedKVCache(1, 32, block_size, kv_heads, dim, torch.float32, "cpu")
-    cache.data.normal_()
+    block_size, heads, dim = BLOCK_SIZE, HEADS, DIM
+    cache = random_pages(seed=6, num_blocks=32)
     first, second = [1, 2, 3, 4], [5, 6, 7, 8]  # a fresh pool: every block in one run
     tables = [first + [9], second + [10], first + [11], second + [12]]
     lens = [18, 19, 17, 20]
