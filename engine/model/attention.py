@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from engine.model import native
 from engine.model.kv_tensors import LayerKVCache, slot_mapping
 
 
@@ -73,13 +74,18 @@ class DecodeBatch:
 
     rows: torch.Tensor  # [num_decodes] their rows in the packed batch
     block_tables: torch.Tensor | None
-    key_mask: torch.Tensor  # bool: True = a key this request attends to
+    key_mask: torch.Tensor | None  # bool: True = a key this request attends to (None: the kernel's batch)
     contiguous_from: int | None  # the rows are start..start+n-1 (a slice, no gather); None otherwise
     slots: torch.Tensor | None = None  # grouped: each request's group * slots_per_group + slot; None: its own index
     slots_per_group: int = 1
     shared_blocks: torch.Tensor | None = None
     span_start: int | None = None
     biases: dict[torch.dtype, torch.Tensor] = field(default_factory=dict, repr=False)  # see attention_bias
+    #: For the CPU kernel (:func:`~engine.model.native.paged_decode_attention`), which reads every request's
+    #: pages in place: ``block_tables`` ``[num_decodes, max_blocks]`` one per request, and the positions
+    #: each sees, ``first_positions[i]`` (None: 0) .. ``context_lens[i] - 1``. None on the PyTorch paths.
+    context_lens: torch.Tensor | None = None
+    first_positions: torch.Tensor | None = None
 
 
 @dataclass
@@ -93,6 +99,7 @@ class AttentionMetadata:
     sliding_window: int | None = None  # each query sees only the last this-many positions (itself included)
     chunks: list[tuple[list[int], int, int]] = field(default_factory=list, repr=False)  # what build() was given
     block_size: int = 0
+    decode_kernel: bool = False  # decodes go to the CPU kernel (see build)
     windowed: dict[int, AttentionMetadata] = field(default_factory=dict, repr=False)
 
     def for_window(self, sliding_window: int | None) -> AttentionMetadata:
@@ -101,7 +108,7 @@ class AttentionMetadata:
             return self
         if sliding_window not in self.windowed:
             self.windowed[sliding_window] = AttentionMetadata.build(
-                self.chunks, self.block_size, self.slot_mapping.device, sliding_window=sliding_window)
+                self.chunks, self.block_size, self.slot_mapping.device, sliding_window, self.decode_kernel)
         return self.windowed[sliding_window]
 
     @property
@@ -111,8 +118,11 @@ class AttentionMetadata:
 
     @classmethod
     def build(cls, chunks: list[tuple[list[int], int, int]], block_size: int, device: torch.device | str,
-              sliding_window: int | None = None) -> AttentionMetadata:
+              sliding_window: int | None = None, decode_kernel: bool = False) -> AttentionMetadata:
         """``chunks``: per request ``(block_table, num_computed_tokens, num_new_tokens)``, in batch order.
+
+        ``decode_kernel``: the decodes will be attended by the CPU kernel, which needs only each request's
+        table and length (:func:`kernel_decode`); otherwise they are grouped for the PyTorch path.
 
         With ``sliding_window`` W, query position q sees keys q - W < k <= q (transformers' and vLLM's
         convention); every mask below gets that lower edge, and a prefill from position 0 longer than
@@ -152,13 +162,15 @@ class AttentionMetadata:
             first = decode_rows[0]
             contiguous = first if decode_rows == list(range(first, first + len(decode_rows))) else None
             rows = torch.tensor(decode_rows, dtype=torch.long, device=device)
-            groups = prefix_groups(decode_tables)
-            if reads_shared_context(decode_tables, groups):
+            groups = [] if decode_kernel else prefix_groups(decode_tables)
+            if decode_kernel:
+                decode = kernel_decode(rows, contiguous, decode_tables, decode_lens, device, window)
+            elif reads_shared_context(decode_tables, groups):
                 decode = shared_context_decode(rows, contiguous, decode_tables, decode_lens, block_size, device, window)
             else:
                 decode = grouped_decode(rows, contiguous, decode_tables, decode_lens, groups, block_size, device, window)
         return cls(torch.tensor(slots, dtype=torch.long, device=device), seqs, decode, len(slots),
-                   sliding_window=window, chunks=chunks, block_size=block_size)
+                   sliding_window=window, chunks=chunks, block_size=block_size, decode_kernel=decode_kernel)
 
 
 #: A group of decodes sharing a prefix reads the union of their blocks once when that union is at most
@@ -270,6 +282,16 @@ def grouped_decode(rows: torch.Tensor, contiguous_from: int | None, tables: list
                        slots=None if in_place else torch.tensor(place, dtype=torch.long, device=device))
 
 
+def kernel_decode(rows: torch.Tensor, contiguous_from: int | None, tables: list[list[int]], lens: list[int],
+                  device: torch.device | str, window: int | None = None) -> DecodeBatch:
+    """A decode batch for the CPU kernel: each request's own table (padded with block 0) and what it sees."""
+    width = max(len(t) for t in tables)
+    padded = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.long, device=device)
+    first = None if window is None else torch.tensor([max(0, n - window) for n in lens], dtype=torch.long, device=device)
+    return DecodeBatch(rows, padded, None, contiguous_from, context_lens=torch.tensor(lens, dtype=torch.long, device=device),
+                       first_positions=first)
+
+
 def attention_bias(memo: dict[torch.dtype, torch.Tensor], dtype: torch.dtype,
                    make_mask: Callable[[], torch.Tensor]) -> torch.Tensor:
     """The boolean mask ``make_mask()`` (True = may attend) as the float bias SDPA adds to the scores
@@ -305,6 +327,10 @@ def decode_attention(q: torch.Tensor, cache: LayerKVCache, batch: DecodeBatch, s
     ``h // group``).
     """
     num, n_heads, head_dim = q.shape
+    if batch.context_lens is not None:
+        assert batch.block_tables is not None
+        return native.paged_decode_attention(q, cache.k, cache.v, batch.block_tables, batch.context_lens,
+                                             batch.first_positions, scale)
     if batch.shared_blocks is not None:
         return shared_context_attention(q, cache, batch, scale)
     assert batch.block_tables is not None
@@ -316,6 +342,7 @@ def decode_attention(q: torch.Tensor, cache: LayerKVCache, batch: DecodeBatch, s
     # Each group's query rows per K/V head: slot s, query head j of the K/V head -> row s * group + j.
     rows = q.view(groups, slots, n_kv, group, head_dim).transpose(1, 2).reshape(groups, n_kv, slots * group, head_dim)
     key_mask = batch.key_mask
+    assert key_mask is not None
     bias = attention_bias(batch.biases, q.dtype, lambda: key_mask.repeat_interleave(group, dim=1)[:, None])
     o = F.scaled_dot_product_attention(rows, k.transpose(1, 2), v.transpose(1, 2), attn_mask=bias, scale=scale)
     o = o.view(groups, n_kv, slots, group, head_dim).transpose(1, 2).reshape(groups * slots, n_heads, head_dim)
@@ -338,6 +365,7 @@ def shared_context_attention(q: torch.Tensor, cache: LayerKVCache, batch: Decode
     group = n_heads // n_kv
     rows = q.view(num, n_kv, group, head_dim).permute(1, 0, 2, 3).reshape(n_kv, num * group, head_dim)
     key_mask = batch.key_mask
+    assert key_mask is not None
     bias = attention_bias(batch.biases, q.dtype, lambda: key_mask.repeat_interleave(group, dim=0))
     # Four dimensions ([batch, heads, tokens, dim]): with three, SDPA falls back to its slow math path.
     o = F.scaled_dot_product_attention(rows[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], attn_mask=bias,

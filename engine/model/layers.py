@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from engine.errors import ConfigError
 from engine.model.host_memory import hand_back_pages
+from engine.model.native import SMALL_BATCH_ROWS, kernels_for, small_batch_linear
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -24,29 +25,24 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * F.rms_norm(x.float(), (x.shape[-1],), None, eps).to(x.dtype)
 
 
-def onednn_packs_linear(weight: torch.Tensor) -> bool:
-    """Whether oneDNN can pre-pack this weight: fp32 on a CPU whose torch was built with it."""
-    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
-
-
 class Projection:
     """``x @ W.T + b`` for one ``nn.Linear``, or for several stacked by output row (q/k/v, as vLLM's
     ``QKVParallelLinear``): one matmul instead of several, and the input is read once.
 
-    On CPU the weight is pre-packed once into oneDNN's blocked layout (as vLLM's CPU build does).
-    A decode step multiplies only a few rows by every weight; torch's default matmul then re-packs
-    each weight on every call and reads it well under the memory bandwidth. Measured here with 8
-    rows: the MLP's gate and up together 0.34 ms packed vs 0.57 ms plain, the LM head 4.6 vs 9.1 ms.
-    With one row oneDNN is slower (~30% on the MLP): a batch-1 decode step lost ~15%.
-    Sums come out in another order (differences ~1e-7 relative), which greedy decoding of the
-    tests' models and prompts does not notice. oneDNN also applies an elementwise "post-op" to the
-    result before writing it (:meth:`add_to`, :meth:`times`: the same numbers as a separate torch
-    op; :meth:`silu`), without another pass over memory. Elsewhere (GPU, other dtypes) the plain
-    weight is used.
+    A decode step multiplies a few rows (one per request) by every weight: on the CPU in fp32 that
+    goes to :func:`~engine.model.native.small_batch_linear`, which streams the weight once at close
+    to the memory's bandwidth and applies the op that follows (:meth:`silu`, :meth:`add_to`,
+    :meth:`times`) while the result is still in registers. Measured here, the five projections of
+    30 layers with 8 rows, weights not in cache: ~22 ms instead of ~28 ms with oneDNN's pre-packed
+    weights and ~38 ms with torch's ``linear``. Longer batches (prefills) use torch's ``linear``,
+    whose blocked GEMM is at its best there. Sums come out in another order than torch's
+    (differences ~1e-6 relative), which greedy decoding of the tests' models and prompts does not
+    notice. Elsewhere (GPU, other dtypes, no C compiler) torch's ops do everything.
 
-    The HF model keeps its own weights untouched: it is the tests' oracle. ``hand_back``: whether our
-    forward pass never reads the modules' weights otherwise (a tied LM head is also the embedding).
+    On the CPU the weight is copied once into this process's own memory (on huge pages, see
+    :mod:`engine.runtime.huge_pages`); the HF model keeps its own weights untouched: it is the
+    tests' oracle. ``hand_back``: whether our forward pass never reads the modules' weights otherwise
+    (a tied LM head is also the embedding), so their pages can go back to the OS.
     """
 
     def __init__(self, modules: list[Any], hand_back: bool = True) -> None:
@@ -54,37 +50,37 @@ class Projection:
         has_bias = any(getattr(m, "bias", None) is not None for m in modules)
         self.bias = torch.cat([m.bias.detach() if getattr(m, "bias", None) is not None else w.new_zeros(w.shape[0])
                                for m, w in zip(modules, weights)]) if has_bias else None
-        weight = weights[0] if len(weights) == 1 else torch.cat(weights)
-        self.packed: torch.Tensor | None = None
-        self.weight: torch.Tensor | None = weight
-        if onednn_packs_linear(weight):
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
-            self.weight = None  # the stacked copy is no longer needed (a single module's stays the HF's)
+        self.weight = weights[0] if len(weights) == 1 else torch.cat(weights)
+        self.native = kernels_for(self.weight.device, self.weight.dtype)
+        if self.native:
+            self.weight = self.weight.clone() if len(weights) == 1 else self.weight
             for w in weights if hand_back else []:
                 hand_back_pages(w)
 
+    def _small(self, x: torch.Tensor) -> bool:
+        return self.native and x.shape[0] <= SMALL_BATCH_ROWS
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.packed is not None:
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
-        assert self.weight is not None
+        if self._small(x):
+            return small_batch_linear(x, self.weight, self.bias)
         return F.linear(x, self.weight, self.bias)
 
     def silu(self, x: torch.Tensor) -> torch.Tensor:
-        """``silu(projection(x))`` (oneDNN's "swish" rounds the last bit differently from torch's SiLU)."""
-        if self.packed is not None:
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "swish", [], "")
+        """``silu(projection(x))``."""
+        if self._small(x):
+            return small_batch_linear(x, self.weight, self.bias, "silu")
         return F.silu(self(x))
 
     def add_to(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """``residual + projection(x)``: a residual connection."""
-        if self.packed is not None:
-            return torch.ops.mkldnn._linear_pointwise.binary(x, residual, self.packed, self.bias, "add")
+        if self._small(x):
+            return small_batch_linear(x, self.weight, self.bias, "add", residual)
         return residual + self(x)
 
     def times(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
         """``projection(x) * other``: a gated unit (SwiGLU's ``up(x) * silu(gate(x))``)."""
-        if self.packed is not None:
-            return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, self.bias, "mul")
+        if self._small(x):
+            return small_batch_linear(x, self.weight, self.bias, "mul", other)
         return self(x) * other
 
 

@@ -94,15 +94,16 @@ def step_inputs(scheduled: Sequence[ScheduledRequest], block_tables: Sequence[li
     return inputs
 
 
-def pack(inputs: StepInputs, block_size: int, device: torch.device) -> PackedStep:
-    """Tensors for one forward pass; ``block_size`` is the page tensor's (tokens per page)."""
-    meta = AttentionMetadata.build(inputs.chunks, block_size, device)
+def pack(inputs: StepInputs, block_size: int, device: torch.device, decode_kernel: bool = False) -> PackedStep:
+    """Tensors for one forward pass; ``block_size`` is the page tensor's (tokens per page); ``decode_kernel``:
+    the decodes go to the CPU kernel (:func:`engine.model.native.kernels_for` the weights)."""
+    meta = AttentionMetadata.build(inputs.chunks, block_size, device, decode_kernel=decode_kernel)
     rows = [seq.query_end - 1 for samples, seq in zip(inputs.samples, meta.seqs) if samples]
     return PackedStep(torch.tensor(inputs.token_ids, dtype=torch.long, device=device),
                       torch.tensor(inputs.positions, device=device), meta, rows)
 
 
 def pack_step(scheduled: Sequence[ScheduledRequest], block_size: int, device: torch.device,
-              block_tables: Sequence[list[int]] | None = None) -> PackedStep:
+              block_tables: Sequence[list[int]] | None = None, decode_kernel: bool = False) -> PackedStep:
     """Pack ``scheduled`` (in batch order) for one forward pass (:func:`step_inputs`, then :func:`pack`)."""
-    return pack(step_inputs(scheduled, block_tables), block_size, device)
+    return pack(step_inputs(scheduled, block_tables), block_size, device, decode_kernel)

@@ -20,6 +20,7 @@ from engine.model.host_kv import HostKVCache
 from engine.model.kv_tensors import PagedKVCache
 from engine.model.llama import LlamaForward
 from engine.model.loader import LoadedModel, Progress, load_model
+from engine.model.native import kernels_for
 from engine.model.packing import pack_step
 from engine.model.sampler import Sampler
 from engine.model.threads import ThreadPolicy
@@ -155,7 +156,9 @@ class ModelBackend:
         plan = scheduler_output.kv_transfers
         if plan is not None and self.host_kv_cache is not None:
             self.host_kv_cache.load(plan.loads)  # hits from the tier, before the pass reads them
-        logits = self.local_weights.logits(pack_step(scheduled, self.kv_cache.block_size, self.device), self.kv_cache)
+        packed = pack_step(scheduled, self.kv_cache.block_size, self.device,
+                           decode_kernel=kernels_for(self.device, self.dtype))
+        logits = self.local_weights.logits(packed, self.kv_cache)
         if plan is not None and self.host_kv_cache is not None:
             self.host_kv_cache.store(plan.stores)  # blocks this pass completed
         return self.sample(scheduled, logits) if logits.shape[0] else {}

@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 
 import torch
 
+from engine.model.native import kernels_for
 from engine.model.packing import PassOutput, StepInputs, pack, pass_output
 from engine.model.threads import ThreadPolicy
 from engine.model.weights import ModelShape, ModelWeights
@@ -45,7 +46,7 @@ class Executor(ABC):
 
 def merged_pass(weights: ModelWeights, pages: SharedPages, inputs: StepInputs) -> torch.Tensor:
     """One forward pass over several engines' steps on the shared pages (one token per page row)."""
-    return weights.logits(pack(inputs, 1, weights.device), pages.cache)
+    return weights.logits(pack(inputs, 1, weights.device, kernels_for(weights.device, weights.dtype)), pages.cache)
 
 
 class InProcessExecutor(Executor):

@@ -99,9 +99,11 @@ def test_prefill_logits_on_a_cached_prefix_match_a_full_prefill(tiny_model_dirs,
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_decodes_sharing_a_prefix_read_it_once_and_still_match(tiny_model_dirs, family, monkeypatch):
-    """Requests decoding behind one cached prefix take the shared-context path, and the tokens hold."""
-    from engine.model import attention
+    """Requests decoding behind one cached prefix take the shared-context path, and the tokens hold (the
+    PyTorch decode paths: the reference of the CPU kernel, and what GPUs and other dtypes run)."""
+    from engine.model import attention, runner
 
+    monkeypatch.setattr(runner, "kernels_for", lambda device, dtype: False)
     calls = []
     real = attention.shared_context_attention
     monkeypatch.setattr(attention, "shared_context_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -110,4 +112,22 @@ def test_decodes_sharing_a_prefix_read_it_once_and_still_match(tiny_model_dirs, 
     first = engine.generate(prompts[:1], SamplingParams(max_tokens=MAX_TOKENS))
     rest = engine.generate([prompts[1], prompts[3], prompts[1][:40] + [9, 9]], SamplingParams(max_tokens=MAX_TOKENS))
     assert calls, "the shared-context decode path never ran"
+    assert_matches_transformers(engine, [prompts[0], prompts[1], prompts[3], prompts[1][:40] + [9, 9]], first + rest)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_decodes_on_the_cpu_kernel_still_match(tiny_model_dirs, family, monkeypatch):
+    """The same requests with their decodes attended by the CPU kernel (pages read in place)."""
+    from engine.model import native
+
+    if not native.kernels_for("cpu", torch.float32):
+        pytest.skip("the CPU kernels did not build here (no C compiler)")
+    calls = []
+    real = native.paged_decode_attention
+    monkeypatch.setattr(native, "paged_decode_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    engine = engine_for(tiny_model_dirs[family])
+    prompts = prompts_with_shared_prefixes()
+    first = engine.generate(prompts[:1], SamplingParams(max_tokens=MAX_TOKENS))
+    rest = engine.generate([prompts[1], prompts[3], prompts[1][:40] + [9, 9]], SamplingParams(max_tokens=MAX_TOKENS))
+    assert calls, "the CPU kernel never ran"
     assert_matches_transformers(engine, [prompts[0], prompts[1], prompts[3], prompts[1][:40] + [9, 9]], first + rest)

@@ -14,9 +14,10 @@ from engine.model import ModelBackend
 from engine.model.attention import AttentionMetadata, decode_attention, prefill_attention
 from engine.model.host_memory import hand_back_pages
 from engine.model.kv_tensors import PagedKVCache
-from engine.model.layers import Projection, onednn_packs_linear, rms_norm
+from engine.model.layers import Projection, rms_norm
 from engine.model.llama import LlamaForward
 from engine.model.loader import load_model
+from engine.model.native import kernels_for
 from engine.model.threads import threads_for_load
 from engine.runtime import host
 
@@ -31,13 +32,13 @@ def test_projections_are_made_once_per_model_and_compute_what_the_hf_layers_do(t
     x = torch.randn(5, attn.q_proj.weight.shape[1])
     stacked = torch.cat([attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)], dim=-1)
     torch.testing.assert_close(w.qkv(x), stacked)
-    assert (w.qkv.packed is not None) == onednn_packs_linear(attn.q_proj.weight)
+    assert w.qkv.native == kernels_for(attn.q_proj.weight.device, attn.q_proj.weight.dtype)
 
 
-def test_a_projection_without_onednn_uses_the_plain_stacked_weight():
+def test_a_projection_without_the_cpu_kernels_uses_the_plain_stacked_weight():
     modules = [torch.nn.Linear(8, 4).to(torch.bfloat16), torch.nn.Linear(8, 6).to(torch.bfloat16)]
     projection = Projection(modules)
-    assert projection.packed is None and projection.weight is not None and projection.weight.shape == (10, 8)
+    assert not projection.native and projection.weight.shape == (10, 8)
     x = torch.randn(3, 8, dtype=torch.bfloat16)
     torch.testing.assert_close(projection(x), torch.cat([m(x) for m in modules], dim=-1))
 
@@ -46,12 +47,13 @@ def test_projection_post_ops_equal_the_separate_torch_ops():
     torch.manual_seed(3)
     linear = torch.nn.Linear(16, 24)
     projection = Projection([linear], hand_back=False)
-    x, other = torch.randn(5, 16), torch.randn(5, 24)
-    plain = F.linear(x, linear.weight, linear.bias)
-    torch.testing.assert_close(projection(x), plain, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(projection.add_to(x, other), other + projection(x), atol=0, rtol=0)  # bit for bit
-    torch.testing.assert_close(projection.times(x, other), projection(x) * other, atol=0, rtol=0)
-    torch.testing.assert_close(projection.silu(x), F.silu(projection(x)), atol=1e-6, rtol=1e-6)
+    for rows in (5, 40):  # the small-batch kernel (on the CPU in fp32), then torch's linear
+        x, other = torch.randn(rows, 16), torch.randn(rows, 24)
+        plain = F.linear(x, linear.weight, linear.bias)
+        torch.testing.assert_close(projection(x), plain, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(projection.add_to(x, other), other + projection(x), atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(projection.times(x, other), projection(x) * other, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(projection.silu(x), F.silu(projection(x)), atol=1e-6, rtol=1e-6)
 
 
 def test_rms_norm_equals_hf_in_fp32_and_bf16():
