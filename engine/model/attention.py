@@ -162,10 +162,9 @@ class AttentionMetadata:
             first = decode_rows[0]
             contiguous = first if decode_rows == list(range(first, first + len(decode_rows))) else None
             rows = torch.tensor(decode_rows, dtype=torch.long, device=device)
-            groups = [] if decode_kernel else prefix_groups(decode_tables)
             if decode_kernel:
                 decode = kernel_decode(rows, contiguous, decode_tables, decode_lens, device, window)
-            elif reads_shared_context(decode_tables, groups):
+            elif reads_shared_context(decode_tables, groups := prefix_groups(decode_tables)):
                 decode = shared_context_decode(rows, contiguous, decode_tables, decode_lens, block_size, device, window)
             else:
                 decode = grouped_decode(rows, contiguous, decode_tables, decode_lens, groups, block_size, device, window)

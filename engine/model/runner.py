@@ -71,6 +71,7 @@ class ModelBackend:
             weights = ModelWeights(loaded) if loaded is not None else load_weights(config, progress)
         self.weights: ModelShape = weights  # weights elsewhere (a worker process): the runtime runs the passes
         self.device, self.dtype = weights.device, weights.dtype  # the weights decide, not the config
+        self.decode_kernel = kernels_for(self.device, self.dtype)  # decodes attended by the CPU kernel
         self.tokenizer = weights.tokenizer
         self.eos_token_ids = weights.eos_token_ids
         self.vocab_size = weights.vocab_size
@@ -156,8 +157,7 @@ class ModelBackend:
         plan = scheduler_output.kv_transfers
         if plan is not None and self.host_kv_cache is not None:
             self.host_kv_cache.load(plan.loads)  # hits from the tier, before the pass reads them
-        packed = pack_step(scheduled, self.kv_cache.block_size, self.device,
-                           decode_kernel=kernels_for(self.device, self.dtype))
+        packed = pack_step(scheduled, self.kv_cache.block_size, self.device, decode_kernel=self.decode_kernel)
         logits = self.local_weights.logits(packed, self.kv_cache)
         if plan is not None and self.host_kv_cache is not None:
             self.host_kv_cache.store(plan.stores)  # blocks this pass completed

@@ -44,9 +44,9 @@ class Executor(ABC):
         return None
 
 
-def merged_pass(weights: ModelWeights, pages: SharedPages, inputs: StepInputs) -> torch.Tensor:
+def merged_pass(weights: ModelWeights, pages: SharedPages, inputs: StepInputs, decode_kernel: bool = False) -> torch.Tensor:
     """One forward pass over several engines' steps on the shared pages (one token per page row)."""
-    return weights.logits(pack(inputs, 1, weights.device, kernels_for(weights.device, weights.dtype)), pages.cache)
+    return weights.logits(pack(inputs, 1, weights.device, decode_kernel), pages.cache)
 
 
 class InProcessExecutor(Executor):
@@ -58,9 +58,10 @@ class InProcessExecutor(Executor):
         self.model = self.weights = weights
         self.pages = SharedPages(weights, budget_mib)
         self.threads = ThreadPolicy(threads) if weights.device.type == "cpu" else None
+        self.decode_kernel = kernels_for(weights.device, weights.dtype)
 
     @torch.inference_mode()
     def run(self, inputs: StepInputs, timeout_s: float) -> PassOutput:
         if self.threads is not None:
             self.threads.apply()
-        return pass_output(merged_pass(self.weights, self.pages, inputs), inputs)
+        return pass_output(merged_pass(self.weights, self.pages, inputs, self.decode_kernel), inputs)

@@ -97,6 +97,17 @@ def test_prefill_logits_on_a_cached_prefix_match_a_full_prefill(tiny_model_dirs,
     torch.testing.assert_close(cached_logits, full, atol=1e-4, rtol=0)
 
 
+def decode_behind_shared_prefixes(folder: str) -> tuple[LLMEngine, list[list[int]], list]:
+    """One prompt, then three decoding together behind its cached prefix: the engine, all four prompts
+    and their outputs."""
+    engine = engine_for(folder)
+    prompts = prompts_with_shared_prefixes()
+    later = [prompts[1], prompts[3], prompts[1][:40] + [9, 9]]
+    first = engine.generate(prompts[:1], SamplingParams(max_tokens=MAX_TOKENS))
+    rest = engine.generate(later, SamplingParams(max_tokens=MAX_TOKENS))
+    return engine, [prompts[0], *later], first + rest
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_decodes_sharing_a_prefix_read_it_once_and_still_match(tiny_model_dirs, family, monkeypatch):
     """Requests decoding behind one cached prefix take the shared-context path, and the tokens hold (the
@@ -107,12 +118,9 @@ def test_decodes_sharing_a_prefix_read_it_once_and_still_match(tiny_model_dirs, 
     calls = []
     real = attention.shared_context_attention
     monkeypatch.setattr(attention, "shared_context_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
-    engine = engine_for(tiny_model_dirs[family])
-    prompts = prompts_with_shared_prefixes()
-    first = engine.generate(prompts[:1], SamplingParams(max_tokens=MAX_TOKENS))
-    rest = engine.generate([prompts[1], prompts[3], prompts[1][:40] + [9, 9]], SamplingParams(max_tokens=MAX_TOKENS))
+    engine, prompts, outputs = decode_behind_shared_prefixes(tiny_model_dirs[family])
     assert calls, "the shared-context decode path never ran"
-    assert_matches_transformers(engine, [prompts[0], prompts[1], prompts[3], prompts[1][:40] + [9, 9]], first + rest)
+    assert_matches_transformers(engine, prompts, outputs)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -125,9 +133,6 @@ def test_decodes_on_the_cpu_kernel_still_match(tiny_model_dirs, family, monkeypa
     calls = []
     real = native.paged_decode_attention
     monkeypatch.setattr(native, "paged_decode_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
-    engine = engine_for(tiny_model_dirs[family])
-    prompts = prompts_with_shared_prefixes()
-    first = engine.generate(prompts[:1], SamplingParams(max_tokens=MAX_TOKENS))
-    rest = engine.generate([prompts[1], prompts[3], prompts[1][:40] + [9, 9]], SamplingParams(max_tokens=MAX_TOKENS))
+    engine, prompts, outputs = decode_behind_shared_prefixes(tiny_model_dirs[family])
     assert calls, "the CPU kernel never ran"
-    assert_matches_transformers(engine, [prompts[0], prompts[1], prompts[3], prompts[1][:40] + [9, 9]], first + rest)
+    assert_matches_transformers(engine, prompts, outputs)
