@@ -5,7 +5,8 @@ Module map (read in this order):
 * ``loader``      find the weights (bundled GGUF -> cached safetensors, a folder, a hub id)
 * ``kv_tensors``  the paged KV cache tensors and the slot mapping
 * ``attention``   per-step attention metadata and paged attention
-* ``layers``      RMSNorm, RoPE, activations, projections (packed weights)
+* ``layers``      RMSNorm, RoPE, activations, projections (stacked q/k/v)
+* ``native``      the two C kernels of a decode step (``cpu_kernels.c``), built on first use
 * ``host_memory`` activations' memory reused, unread weight pages handed back to the OS
 * ``llama`` / ``gpt2``  the forward pass of each supported family
 * ``sampler``     greedy / temperature / top-k / top-p with per-request RNGs
