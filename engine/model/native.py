@@ -1,7 +1,8 @@
 """The CPU kernels of ``cpu_kernels.c``: built on first use with the machine's C compiler, called through ctypes.
 
-Two kernels a decode step spends most of its time in (see the C file for what they do differently
-from PyTorch's ops): :func:`small_batch_linear` and :func:`paged_decode_attention`. They take fp32
+The two kernels a decode step spends most of its time in (see the C file for what they do differently
+from PyTorch's ops), :func:`small_batch_linear` and :func:`paged_decode_attention`, and a small one,
+:func:`rms_norm`. They take fp32
 CPU tensors; callers check :func:`kernels_for` first and otherwise use the PyTorch path, which is
 also the reference the tests compare the kernels with.
 
@@ -92,6 +93,8 @@ def library() -> ctypes.CDLL | None:
     lib.small_batch_linear.restype = None
     lib.paged_decode_attention.argtypes = [_P, _P, _P, _P, _P, _P, _P, _I, _I, _I, _I, _I, _I, ctypes.c_float]
     lib.paged_decode_attention.restype = None
+    lib.rms_norm.argtypes = [_P, _P, _P, _I, _I, ctypes.c_float]
+    lib.rms_norm.restype = None
     return lib
 
 
@@ -119,6 +122,16 @@ def small_batch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     if other is not None:
         other = other.contiguous()
     lib.small_batch_linear(x.data_ptr(), weight.data_ptr(), _ptr(bias), _ptr(other), out.data_ptr(), m, n, k, OPS[op])
+    return out
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm of each row of ``x`` ``[rows, dim]`` scaled by ``weight`` ``[dim]``; fp32 on the CPU."""
+    lib = library()
+    assert lib is not None, "kernels_for() must be checked first"
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    lib.rms_norm(x.data_ptr(), weight.data_ptr(), out.data_ptr(), x.numel() // x.shape[-1], x.shape[-1], eps)
     return out
 
 

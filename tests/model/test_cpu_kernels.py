@@ -43,6 +43,14 @@ def test_small_batch_linear_reads_a_strided_input_as_its_values():
     torch.testing.assert_close(native.small_batch_linear(x, weight), F.linear(x, weight), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("rows", [1, 8, 100])  # 100: threads split the rows
+def test_rms_norm_equals_torch(rows):
+    torch.manual_seed(rows)
+    x, weight = torch.randn(rows, 2, 576)[:, 1] * 3, torch.randn(576)  # a strided input
+    torch.testing.assert_close(native.rms_norm(x, weight, 1e-5), F.rms_norm(x, (576,), weight, 1e-5),
+                               atol=1e-5, rtol=1e-5)
+
+
 def kernel_rows(q, cache, tables, lens, window=None):
     meta = AttentionMetadata.build([(t, n - 1, 1) for t, n in zip(tables, lens)], BLOCK_SIZE, "cpu",
                                    sliding_window=window, decode_kernel=True)
