@@ -4,8 +4,8 @@ Per layer: RMSNorm -> q/k/v projections -> RoPE -> paged attention -> o projecti
 then RMSNorm -> SwiGLU MLP (``down(silu(gate(x)) * up(x))``) -> residual. Tokens of every request
 in the step are packed into one ``[num_tokens, hidden]`` matrix, so every matmul outside attention
 runs once for the whole batch. Every projection is a :class:`~engine.model.layers.Projection`
-made once at load time (q/k/v stacked into one), pre-packed for the CPU's matmul library, with
-the residual additions and the MLP's gating done as the matmul writes its result; the HF model
+made once at load time (q/k/v stacked into one); in a decode step on the CPU the residual
+additions and the MLP's gating are done as the matmul writes its result; the HF model
 keeps its own weights as the tests' oracle. gate and up stay two projections: stacked, the
 elementwise steps that follow read strided halves, measured ~20% slower for a long prefill.
 """
