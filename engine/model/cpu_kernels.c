@@ -4,8 +4,8 @@
  * one query per request over its paged K/V. Both are bound by memory, not arithmetic: the step
  * must read ~0.5 GB of weights and every request's K/V once. What these kernels do differently:
  *
- *   small_batch_linear      streams each weight row once for all input rows, asks for the next
- *                           rows before it needs them (so the memory system always has reads in
+ *   small_batch_linear      streams each weight row once for all input rows, asks for the rows
+ *                           ahead before it needs them (so the memory system always has reads in
  *                           flight), and applies the op that follows the matmul (SiLU, a residual
  *                           add, a gating multiply) while the result is still in registers.
  *   paged_decode_attention  reads each request's K/V where it lies, block by block through its
@@ -33,10 +33,10 @@ static inline float epilogue(float acc, int64_t op, const float *other, int64_t 
     return acc;
 }
 
-/* One weight row against input rows i0 .. m-1 (the tail of a block of rows, or a lone row). */
+/* One weight row (number j) against every input row: a last odd row, or any k the pairs below don't take. */
 static void rows_one_by_one(const float *x, const float *row, float *out, const float *bias, const float *other,
-                            int64_t i0, int64_t m, int64_t n, int64_t k, int64_t j, int64_t op) {
-    for (int64_t i = i0; i < m; i++) {
+                            int64_t m, int64_t n, int64_t k, int64_t j, int64_t op) {
+    for (int64_t i = 0; i < m; i++) {
         const float *xi = x + i * k;
         float acc = 0.0f;
         #pragma omp simd reduction(+:acc)
@@ -46,48 +46,57 @@ static void rows_one_by_one(const float *x, const float *row, float *out, const 
     }
 }
 
+/* Sixteen floats: one AVX-512 register (two AVX2 ones), written with GCC's vector extension. */
+typedef float vec16 __attribute__((vector_size(64), aligned(4)));
+/* ROWS_AT_ONCE input rows share each weight value loaded (a decode step's batch of 8: all of them);
+ * WEIGHT_ROWS_AHEAD: how far ahead in the weight the reads are asked for. */
+enum { LANES = 16, ROWS_AT_ONCE = 8, WEIGHT_ROWS_AHEAD = 8 };
+
+static inline vec16 load16(const float *p) { vec16 v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline float lanes_sum(vec16 v) { float s = 0.0f; for (int t = 0; t < LANES; t++) s += v[t]; return s; }
+
+/* Weight rows j and j + 1 (r0, r1) against input rows 0 .. rows - 1 of x (rows <= ROWS_AT_ONCE), k % LANES == 0.
+ * Two weight rows by eight input rows: sixteen independent sums in registers, two weight loads for
+ * sixteen multiply-adds. Each step along k also asks for the cache line of the weight rows
+ * WEIGHT_ROWS_AHEAD further on: reads from memory stay in flight, one line at a time, all along. */
+static inline __attribute__((always_inline)) void pair_against_rows(
+        const float *x, const float *r0, const float *r1, const float *ahead, const float *bias, const float *other,
+        float *out, int64_t rows, int64_t n, int64_t k, int64_t j, int64_t op) {
+    vec16 acc0[ROWS_AT_ONCE], acc1[ROWS_AT_ONCE];
+    for (int i = 0; i < ROWS_AT_ONCE; i++) { acc0[i] = (vec16){0}; acc1[i] = (vec16){0}; }
+    for (int64_t c = 0; c < k; c += LANES) {
+        __builtin_prefetch(ahead + c, 0, 3);
+        __builtin_prefetch(ahead + k + c, 0, 3);
+        const vec16 w0 = load16(r0 + c), w1 = load16(r1 + c);
+        #pragma GCC unroll 8
+        for (int i = 0; i < ROWS_AT_ONCE; i++)
+            if (i < rows) { const vec16 xi = load16(x + i * k + c); acc0[i] += xi * w0; acc1[i] += xi * w1; }
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        out[i * n + j] = epilogue(lanes_sum(acc0[i]) + (bias ? bias[j] : 0.0f), op, other, i * n + j);
+        out[i * n + j + 1] = epilogue(lanes_sum(acc1[i]) + (bias ? bias[j + 1] : 0.0f), op, other, i * n + j + 1);
+    }
+}
+
 /* out[m, n] = op(x[m, k] @ w[n, k]^T + bias) for a few rows m (a decode step's batch).
  *
- * Weight rows are taken four at a time, input rows four at a time: sixteen independent sums, so
- * the CPU's multiply-add units never wait on one another, and every weight value loaded is used
- * for four inputs. While a block of four weight rows is used, the next block is prefetched, spread
- * over the passes, so that reads from memory are always in flight. Threads split the weight rows.
+ * Threads split the weight rows, two at a time; each pair meets every input row (eight at a time)
+ * while it is in the L1 cache, so the weight is read from memory once per call. Measured against
+ * the earlier four-by-four blocks with a burst of prefetches per block: ~10% faster for a
+ * SmolLM2-135M decode step's projections (8 rows). An odd last row, or k not a multiple of
+ * sixteen, goes row by row.
  */
 void small_batch_linear(const float *x, const float *w, const float *bias, const float *other, float *out,
                         int64_t m, int64_t n, int64_t k, int64_t op) {
-    const int64_t whole = n - n % 4;
+    const int64_t paired = k % LANES ? 0 : n - n % 2;
     #pragma omp parallel for schedule(static)
-    for (int64_t j = 0; j < whole; j += 4) {
-        const float *r0 = w + j * k, *r1 = r0 + k, *r2 = r1 + k, *r3 = r2 + k;
-        const char *next = (const char *)(r0 + 4 * k), *end = (const char *)(w + n * k);
-        const int64_t bytes = 4 * k * (int64_t)sizeof(float), passes = (m + 3) / 4;
-        const int64_t share = (bytes / passes + 63) / 64 * 64;  /* cache lines to prefetch per pass */
-        int64_t i = 0;
-        for (int64_t pass = 0; i + 4 <= m; i += 4, pass++) {
-            for (int64_t b = pass * share; b < (pass + 1) * share && b < bytes && next + b < end; b += 64)
-                __builtin_prefetch(next + b, 0, 3);
-            const float *x0 = x + i * k, *x1 = x0 + k, *x2 = x1 + k, *x3 = x2 + k;
-            float a00 = 0, a01 = 0, a02 = 0, a03 = 0, a10 = 0, a11 = 0, a12 = 0, a13 = 0;
-            float a20 = 0, a21 = 0, a22 = 0, a23 = 0, a30 = 0, a31 = 0, a32 = 0, a33 = 0;
-            #pragma omp simd reduction(+:a00,a01,a02,a03,a10,a11,a12,a13,a20,a21,a22,a23,a30,a31,a32,a33)
-            for (int64_t c = 0; c < k; c++) {
-                const float w0 = r0[c], w1 = r1[c], w2 = r2[c], w3 = r3[c];
-                const float v0 = x0[c], v1 = x1[c], v2 = x2[c], v3 = x3[c];
-                a00 += v0 * w0; a01 += v0 * w1; a02 += v0 * w2; a03 += v0 * w3;
-                a10 += v1 * w0; a11 += v1 * w1; a12 += v1 * w2; a13 += v1 * w3;
-                a20 += v2 * w0; a21 += v2 * w1; a22 += v2 * w2; a23 += v2 * w3;
-                a30 += v3 * w0; a31 += v3 * w1; a32 += v3 * w2; a33 += v3 * w3;
-            }
-            const float sums[4][4] = {{a00, a01, a02, a03}, {a10, a11, a12, a13}, {a20, a21, a22, a23}, {a30, a31, a32, a33}};
-            for (int64_t u = 0; u < 4; u++)
-                for (int64_t v = 0; v < 4; v++) {
-                    const int64_t at = (i + u) * n + j + v;
-                    out[at] = epilogue(sums[u][v] + (bias ? bias[j + v] : 0.0f), op, other, at);
-                }
-        }
-        for (int64_t v = 0; v < 4; v++) rows_one_by_one(x, w + (j + v) * k, out, bias, other, i, m, n, k, j + v, op);
+    for (int64_t j = 0; j < paired; j += 2) {
+        const float *r0 = w + j * k, *ahead = w + (j + WEIGHT_ROWS_AHEAD + 2 <= n ? j + WEIGHT_ROWS_AHEAD : j) * k;
+        for (int64_t i0 = 0; i0 < m; i0 += ROWS_AT_ONCE)
+            pair_against_rows(x + i0 * k, r0, r0 + k, ahead, bias, other ? other + i0 * n : NULL, out + i0 * n,
+                              m - i0 < ROWS_AT_ONCE ? m - i0 : ROWS_AT_ONCE, n, k, j, op);
     }
-    for (int64_t j = whole; j < n; j++) rows_one_by_one(x, w + j * k, out, bias, other, 0, m, n, k, j, op);
+    for (int64_t j = paired; j < n; j++) rows_one_by_one(x, w + j * k, out, bias, other, m, n, k, j, op);
 }
 
 /* out[i, :] = x[i, :] / sqrt(mean(x[i, :]^2) + eps) * weight: RMSNorm (Llama), row by row, in fp32. */

@@ -23,10 +23,11 @@ pytestmark = pytest.mark.skipif(not native.kernels_for("cpu", torch.float32),
 
 
 @pytest.mark.parametrize("rows", [1, 3, 4, 8, 9, 32])
-@pytest.mark.parametrize("outputs", [24, 27])  # whole blocks of four weight rows, and a tail of three
-def test_small_batch_linear_equals_torch_with_each_op(rows, outputs):
+@pytest.mark.parametrize("outputs", [24, 27])  # weight rows in pairs, and an odd last one
+@pytest.mark.parametrize("inputs", [48, 40])  # whole 16-float vectors, and a width that goes row by row
+def test_small_batch_linear_equals_torch_with_each_op(rows, outputs, inputs):
     torch.manual_seed(rows * 100 + outputs)
-    x, weight, bias = torch.randn(rows, 40), torch.randn(outputs, 40), torch.randn(outputs)
+    x, weight, bias = torch.randn(rows, inputs), torch.randn(outputs, inputs), torch.randn(outputs)
     other = torch.randn(rows, outputs)
     plain = F.linear(x, weight, bias)
     close = {"atol": 1e-5, "rtol": 1e-5}
