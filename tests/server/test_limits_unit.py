@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -73,6 +74,49 @@ def test_engine_loop_admits_round_robin_across_clients():
         loop.stop()
     assert order == ["a0", "b0", "a1", "a2", "a3"]
     assert engine.scheduler.requests == {}  # finished requests are forgotten, not kept forever
+
+
+def test_engine_loop_gathers_a_wave_of_replacements_into_one_step():
+    """Three requests end in one step; their replacements arrive 50 ms apart: one step starts all three
+    (a client holding three in flight), instead of a step for the first arrival alone."""
+    engine = LLMEngine(EngineConfig(backend="simulator", block_size=4, num_blocks=64))
+    loop = EngineLoop(engine, ServerMetrics("sim"), gather_s=10.0)  # ends as soon as the wave is in
+    steps: list[list[str]] = []
+    take_step = engine.step
+
+    def recorded_step():
+        outputs = take_step()
+        steps.append([out.request_id for out in outputs])
+        return outputs
+
+    engine.step = recorded_step  # type: ignore[method-assign]
+    finished: list[str] = []
+
+    def send_wave() -> None:
+        for i in range(3):
+            time.sleep(0.05)
+            loop.submit(Submission(f"b{i}", f"client{i}", [9, 8, 7, i], SamplingParams(max_tokens=2),
+                                   deliver=lambda update: None))
+
+    def deliver_first(request_id: str):
+        def deliver(update: Update) -> None:
+            if update.finished:
+                finished.append(request_id)
+                if len(finished) == 3:
+                    threading.Thread(target=send_wave).start()
+        return deliver
+
+    for i in range(3):
+        loop.submit(Submission(f"a{i}", f"client{i}", [1, 2, 3, i], SamplingParams(max_tokens=2), deliver=deliver_first(f"a{i}")))
+    loop.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not any("b2" in step for step in steps) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        loop.stop()
+    first_of_wave = next(step for step in steps if any(rid.startswith("b") for rid in step))
+    assert sorted(first_of_wave) == ["b0", "b1", "b2"]
 
 
 def test_engine_loop_refuses_long_prompts_and_bad_ids():
