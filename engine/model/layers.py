@@ -38,10 +38,12 @@ class Projection:
     to the memory's bandwidth and applies the op that follows (:meth:`silu`, :meth:`add_to`,
     :meth:`times`) while the result is still in registers. Measured here, the five projections of
     30 layers with 8 rows, weights not in cache: ~22 ms instead of ~28 ms with oneDNN's pre-packed
-    weights and ~38 ms with torch's ``linear``. Longer batches (prefills) use torch's ``linear``,
-    whose blocked GEMM is at its best there. Sums come out in another order than torch's
-    (differences ~1e-6 relative), which greedy decoding of the tests' models and prompts does not
-    notice. Elsewhere (GPU, other dtypes, no C compiler) torch's ops do everything.
+    weights and ~38 ms with torch's ``linear``. Longer batches (prefills) go to oneDNN's blocked
+    GEMM on the same weights, with the op that follows fused into it, as vLLM's CPU build does:
+    torch's ``linear`` (MKL) was as fast on an Intel machine but 1.2-1.4x slower at 256 rows on an
+    AMD one. Sums come out in another order than torch's (differences ~1e-6 relative), which greedy
+    decoding of the tests' models and prompts does not notice. Elsewhere (GPU, other dtypes, no C
+    compiler) torch's ops do everything.
 
     On the CPU the weight is copied once into this process's own memory (on huge pages, see
     :mod:`engine.runtime.huge_pages`); the HF model keeps its own weights untouched: it is the
@@ -56,6 +58,7 @@ class Projection:
                                for m, w in zip(modules, weights)]) if has_bias else None
         self.weight = weights[0] if len(weights) == 1 else torch.cat(weights)
         self.native = kernels_for(self.weight.device, self.weight.dtype)
+        self.onednn = _onednn_for(self.weight)
         if self.native:
             self.weight = self.weight.clone() if len(weights) == 1 else self.weight
             for w in weights if hand_back else []:
@@ -67,25 +70,51 @@ class Projection:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self._small(x):
             return small_batch_linear(x, self.weight, self.bias)
+        if self.onednn:
+            return _onednn_linear(x, self.weight, self.bias)
         return F.linear(x, self.weight, self.bias)
 
     def silu(self, x: torch.Tensor) -> torch.Tensor:
         """``silu(projection(x))``."""
         if self._small(x):
             return small_batch_linear(x, self.weight, self.bias, "silu")
+        if self.onednn:
+            return _onednn_linear(x, self.weight, self.bias, "swish")
         return F.silu(self(x))
 
     def add_to(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """``residual + projection(x)``: a residual connection."""
         if self._small(x):
             return small_batch_linear(x, self.weight, self.bias, "add", residual)
+        if self.onednn:
+            return _onednn_linear_then(x, self.weight, self.bias, "add", residual)
         return residual + self(x)
 
     def times(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
         """``projection(x) * other``: a gated unit (SwiGLU's ``up(x) * silu(gate(x))``)."""
         if self._small(x):
             return small_batch_linear(x, self.weight, self.bias, "mul", other)
+        if self.onednn:
+            return _onednn_linear_then(x, self.weight, self.bias, "mul", other)
         return self(x) * other
+
+
+def _onednn_for(weight: torch.Tensor) -> bool:
+    """Whether prefills may take oneDNN's matmul: fp32 weights on a CPU build of torch that has it."""
+    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+
+
+def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                   activation: str = "none") -> torch.Tensor:
+    """``activation(x @ weight.T + bias)`` in one oneDNN call (the op torch's compiler emits for CPU linears)."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, activation, [], "")
+
+
+def _onednn_linear_then(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, op: str,
+                        other: torch.Tensor) -> torch.Tensor:
+    """``(x @ weight.T + bias) <op> other`` in one oneDNN call, ``op`` being ``"add"`` or ``"mul"``."""
+    return torch.ops.mkldnn._linear_pointwise.binary(x, other, weight, bias, op)
 
 
 def gelu_new(x: torch.Tensor) -> torch.Tensor:
