@@ -40,10 +40,10 @@ class Projection:
     30 layers with 8 rows, weights not in cache: ~22 ms instead of ~28 ms with oneDNN's pre-packed
     weights and ~38 ms with torch's ``linear``. Longer batches (prefills) go to oneDNN's blocked
     GEMM on the same weights, with the op that follows fused into it, as vLLM's CPU build does:
-    torch's ``linear`` (MKL) was as fast on an Intel machine but 1.2-1.4x slower at 256 rows on an
-    AMD one. Sums come out in another order than torch's (differences ~1e-6 relative), which greedy
-    decoding of the tests' models and prompts does not notice. Elsewhere (GPU, other dtypes, no C
-    compiler) torch's ops do everything.
+    torch's ``linear`` (MKL) was no slower on the machine the kernels were first tuned on, but
+    1.2-1.4x slower at 256 rows on an AMD EPYC. Sums come out in another order than torch's
+    (differences ~1e-6 relative), which greedy decoding of the tests' models and prompts does not
+    notice. Elsewhere (GPU, other dtypes, no C compiler) torch's ops do everything.
 
     On the CPU the weight is copied once into this process's own memory (on huge pages, see
     :mod:`engine.runtime.huge_pages`); the HF model keeps its own weights untouched: it is the
