@@ -40,8 +40,8 @@ class Projection:
     30 layers with 8 rows, weights not in cache: ~22 ms instead of ~28 ms with oneDNN's pre-packed
     weights and ~38 ms with torch's ``linear``. Longer batches (prefills) go to oneDNN's blocked
     GEMM on the same weights, with the op that follows fused into it, as vLLM's CPU build does:
-    torch's ``linear`` (MKL) was no slower on the machine the kernels were first tuned on, but
-    1.2-1.4x slower at 256 rows on an AMD EPYC. Sums come out in another order than torch's
+    torch's ``linear`` (MKL) ran 1.2-1.4x slower at 256 rows on an AMD EPYC (on the machine the
+    kernels were first tuned on, oneDNN's pre-packed weights were no faster than it). Sums come out in another order than torch's
     (differences ~1e-6 relative), which greedy decoding of the tests' models and prompts does not
     notice. Elsewhere (GPU, other dtypes, no C compiler) torch's ops do everything.
 
@@ -68,53 +68,43 @@ class Projection:
         return self.native and x.shape[0] <= SMALL_BATCH_ROWS
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self._small(x):
-            return small_batch_linear(x, self.weight, self.bias)
-        if self.onednn:
-            return _onednn_linear(x, self.weight, self.bias)
-        return F.linear(x, self.weight, self.bias)
+        return self._then(x, "none")
 
     def silu(self, x: torch.Tensor) -> torch.Tensor:
         """``silu(projection(x))``."""
-        if self._small(x):
-            return small_batch_linear(x, self.weight, self.bias, "silu")
-        if self.onednn:
-            return _onednn_linear(x, self.weight, self.bias, "swish")
-        return F.silu(self(x))
+        return self._then(x, "silu")
 
     def add_to(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """``residual + projection(x)``: a residual connection."""
-        if self._small(x):
-            return small_batch_linear(x, self.weight, self.bias, "add", residual)
-        if self.onednn:
-            return _onednn_linear_then(x, self.weight, self.bias, "add", residual)
-        return residual + self(x)
+        return self._then(x, "add", residual)
 
     def times(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
         """``projection(x) * other``: a gated unit (SwiGLU's ``up(x) * silu(gate(x))``)."""
+        return self._then(x, "mul", other)
+
+    def _then(self, x: torch.Tensor, op: str, other: torch.Tensor | None = None) -> torch.Tensor:
+        """The projection followed by ``op`` (see :data:`engine.model.native.OPS`), on the path that suits ``x``."""
         if self._small(x):
-            return small_batch_linear(x, self.weight, self.bias, "mul", other)
+            return small_batch_linear(x, self.weight, self.bias, op, other)
         if self.onednn:
-            return _onednn_linear_then(x, self.weight, self.bias, "mul", other)
-        return self(x) * other
+            if other is None:
+                return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, _ONEDNN_ACTIVATION[op], [], "")
+            return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.weight, self.bias, op)
+        y = F.linear(x, self.weight, self.bias)
+        if other is None:  # none or silu
+            return F.silu(y) if op == "silu" else y
+        return other + y if op == "add" else y * other
+
+
+#: oneDNN's names for the activations a projection may end with (the op torch's compiler emits for
+#: CPU linears, ``mkldnn._linear_pointwise``; ``add`` and ``mul`` take its ``binary`` form).
+_ONEDNN_ACTIVATION = {"none": "none", "silu": "swish"}
 
 
 def _onednn_for(weight: torch.Tensor) -> bool:
     """Whether prefills may take oneDNN's matmul: fp32 weights on a CPU build of torch that has it."""
     return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
             and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
-
-
-def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                   activation: str = "none") -> torch.Tensor:
-    """``activation(x @ weight.T + bias)`` in one oneDNN call (the op torch's compiler emits for CPU linears)."""
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, activation, [], "")
-
-
-def _onednn_linear_then(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, op: str,
-                        other: torch.Tensor) -> torch.Tensor:
-    """``(x @ weight.T + bias) <op> other`` in one oneDNN call, ``op`` being ``"add"`` or ``"mul"``."""
-    return torch.ops.mkldnn._linear_pointwise.binary(x, other, weight, bias, op)
 
 
 def gelu_new(x: torch.Tensor) -> torch.Tensor:
